@@ -1,0 +1,20 @@
+// Package vfs is the I/O seam of the engine: every file the engine (and, through
+// structural typing, the journal) touches is reached through the small FS and File
+// interfaces defined here.
+//
+// Two implementations ship with the package:
+//
+//   - Default, the operating system (os.File, fsync, fdatasync, flock).
+//   - MemFS, an in-memory filesystem with strict durability: file contents become
+//     durable only at File.Sync, and directory entries (create, rename, remove) only
+//     at FS.SyncDir of their directory. CrashClone returns the state a machine would
+//     find after power loss at that instant, which is what crash tests reopen.
+//
+// Invariants:
+//   - Paths are slash-separated and cleaned; MemFS keeps a real tree, so a rename
+//     of a directory moves its contents.
+//   - File is safe for concurrent ReadAt; Write, WriteAt, Truncate and Sync need
+//     external ordering (the engine has one writer per file).
+//   - A File implements ReadAt, WriteAt, Sync and Close, so it satisfies
+//     journal.Device without either package importing the other.
+package vfs

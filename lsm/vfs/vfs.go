@@ -1,0 +1,56 @@
+package vfs
+
+import (
+	"io"
+	"os"
+)
+
+// File is an open file. ReadAt may be called concurrently with anything;
+// the other methods are called by one goroutine at a time.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Writer
+	io.Closer
+	// Sync makes the file's data (and the metadata needed to read it back,
+	// such as its size) durable.
+	Sync() error
+	// Size returns the current length of the file.
+	Size() (int64, error)
+	// Truncate changes the size of the file.
+	Truncate(size int64) error
+	// Preallocate reserves space for the file up to size bytes without
+	// changing what reads return for written ranges; the size becomes at
+	// least size.
+	Preallocate(size int64) error
+}
+
+// FS is the filesystem the engine lives on.
+type FS interface {
+	// Create creates or truncates the named file for reading and writing,
+	// with mode 0600.
+	Create(name string) (File, error)
+	// Open opens an existing file for reading.
+	Open(name string) (File, error)
+	// OpenReadWrite opens an existing file for reading and writing.
+	OpenReadWrite(name string) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// Rename atomically replaces newname with oldname (once the directory
+	// is synced, durably).
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its parents with mode 0700.
+	MkdirAll(dir string) error
+	// List returns the names in dir, sorted.
+	List(dir string) ([]string, error)
+	// Stat returns the size of the named file and whether it is a directory.
+	Stat(name string) (os.FileInfo, error)
+	// SyncDir makes the directory's entries durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive advisory lock on the named file, creating it if
+	// needed. It fails at once if another process (or another Lock call)
+	// holds it.
+	Lock(name string) (io.Closer, error)
+	// Usage reports the total and free bytes of the filesystem holding dir.
+	Usage(dir string) (total, free uint64, err error)
+}
