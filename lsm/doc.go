@@ -1,0 +1,36 @@
+// Package lsm is lsmfs's storage engine: a general ordered key-value store
+// built as a log-structured merge tree. It knows nothing about files; package
+// fs owns the key encoding.
+//
+// # Model
+//
+// A DB maps byte-string keys to byte-string values. Writes are grouped in a
+// Batch (Set, Delete, DeleteRange) and applied atomically by Apply; with
+// sync=true, Apply returns only after the batch is durable. Reads (Get,
+// NewIter) see every applied batch; a Snapshot pins a consistent view.
+//
+// Write path: batch -> journal (group commit, package journal) -> mutable
+// memtable. Full memtables become immutable and are flushed to level-0
+// SSTables; background compactions merge tables down the levels. The
+// manifest (a log of version edits, switched atomically through CURRENT)
+// records which tables form the current version.
+//
+// Sequence numbers: each batch entry gets one; an entry is visible to a
+// reader whose snapshot sequence number is >= it. A range tombstone with
+// sequence number s deletes versions with sequence numbers < s in its range.
+//
+// # Concurrency
+//
+// Every DB method is safe for concurrent use. Writers are serialized for
+// sequence assignment and memtable insertion (commit mutex) but share journal
+// forces (group commit). Readers take no locks beyond a brief read-state
+// reference. Iterators and Snapshots are not safe for concurrent use by
+// themselves, but any number may exist.
+//
+// # Invariants
+//
+//   - Journal order equals sequence order; a crash keeps a prefix of batches.
+//   - A table is deleted only when no version references it.
+//   - In levels >= 1, tables are disjoint and sorted; every version of a user
+//     key in a level lives in one table. Newer levels hold newer versions.
+package lsm

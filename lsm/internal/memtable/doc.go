@@ -1,0 +1,21 @@
+// Package memtable holds the engine's in-memory write buffer: an arena-backed
+// skiplist of internal keys (one writer, any number of concurrent readers) plus
+// a second skiplist for range tombstones in the same arena.
+//
+// Concurrency model: exactly one goroutine calls Add at a time (the engine's
+// commit path serializes writers); readers (Get, iterators, tombstone lookups)
+// run concurrently with it and with each other without locks. A node is fully
+// written before it is linked, and links are published with atomic stores, so a
+// reader sees either the old or the new list, never a half-built node.
+//
+// Memory: keys, values and nodes live in one []byte arena that holds no Go
+// pointers, so the garbage collector never scans it. The arena has a fixed
+// capacity; Add reports ErrFull when an entry does not fit, and the engine then
+// rotates to a new memtable. Arena layout of a node:
+//
+//	+-----------+-----------+-----------+--------+----------------------+-----+-------+
+//	| keyOff u32| keyLen u32| valLen u32| height | next[height] u32 ... | key | value |
+//	+-----------+-----------+-----------+--------+----------------------+-----+-------+
+//
+// Offsets are arena offsets; 0 is nil (the arena's first bytes are reserved).
+package memtable

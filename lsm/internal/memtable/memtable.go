@@ -1,0 +1,207 @@
+package memtable
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/rangedel"
+)
+
+// EntryOverhead is the most arena bytes an entry needs beyond its key and
+// value; the engine uses it to decide whether a batch fits.
+const EntryOverhead = fTower + 4*maxHeight + base.TrailerLen + 4
+
+// Memtable is one segment of the engine's in-memory write buffer.
+type Memtable struct {
+	arena     *arena
+	points    *skiplist
+	rangeDels *skiplist
+
+	count         atomic.Uint64 // point entries
+	numTombstones atomic.Uint64
+
+	// frag caches the fragmented tombstones; rebuilt when numTombstones moves.
+	frag struct {
+		sync.Mutex
+		n     uint64
+		spans []base.RangeTombstone
+	}
+
+	keyBuf []byte // writer's scratch
+}
+
+// New returns an empty memtable whose arena holds capacity bytes.
+func New(capacity uint32) *Memtable {
+	if capacity < 64<<10 {
+		capacity = 64 << 10
+	}
+	a := newArena(capacity)
+	m := &Memtable{arena: a}
+	var err error
+	if m.points, err = newSkiplist(a); err != nil {
+		panic(err) // cannot happen: capacity covers two heads
+	}
+	if m.rangeDels, err = newSkiplist(a); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Add inserts one entry. A KindRangeDelete entry's value is the tombstone's
+// exclusive end key. Only one goroutine may call Add at a time.
+func (m *Memtable) Add(key base.InternalKey, value []byte) error {
+	m.keyBuf = key.Append(m.keyBuf[:0])
+	if key.Kind() == base.KindRangeDelete {
+		if err := m.rangeDels.add(m.keyBuf, value); err != nil {
+			return err
+		}
+		m.numTombstones.Add(1)
+		return nil
+	}
+	if err := m.points.add(m.keyBuf, value); err != nil {
+		return err
+	}
+	m.count.Add(1)
+	return nil
+}
+
+// Size is the number of arena bytes in use.
+func (m *Memtable) Size() uint64 { return uint64(m.arena.size()) }
+
+// Capacity is the arena's size.
+func (m *Memtable) Capacity() uint64 { return uint64(len(m.arena.buf)) }
+
+// Available is the number of arena bytes left.
+func (m *Memtable) Available() uint64 { return m.Capacity() - m.Size() }
+
+// Empty reports whether nothing was added.
+func (m *Memtable) Empty() bool { return m.count.Load() == 0 && m.numTombstones.Load() == 0 }
+
+// Count is the number of point entries.
+func (m *Memtable) Count() uint64 { return m.count.Load() }
+
+// NumTombstones is the number of range tombstones added.
+func (m *Memtable) NumTombstones() uint64 { return m.numTombstones.Load() }
+
+// Get returns the newest point entry for ukey with a sequence number <= snap.
+func (m *Memtable) Get(ukey []byte, snap base.SeqNum) (key base.InternalKey, value []byte, found bool) {
+	var buf [64]byte
+	seek := base.MakeInternalKey(ukey, snap, base.KindMax).Append(buf[:0])
+	nd := m.points.seekGE(seek)
+	if nd == 0 {
+		return base.InternalKey{}, nil, false
+	}
+	k, _ := base.DecodeInternalKey(m.points.key(nd))
+	if !bytes.Equal(k.UserKey, ukey) {
+		return base.InternalKey{}, nil, false
+	}
+	return k, m.points.value(nd), true
+}
+
+// Tombstones returns the fragmented range tombstones (see package rangedel).
+// The slice is shared and must not be modified.
+func (m *Memtable) Tombstones() []base.RangeTombstone {
+	n := m.numTombstones.Load()
+	if n == 0 {
+		return nil
+	}
+	m.frag.Lock()
+	defer m.frag.Unlock()
+	if m.frag.n == n && m.frag.spans != nil {
+		return m.frag.spans
+	}
+	ts := make([]base.RangeTombstone, 0, n)
+	for nd := m.rangeDels.next(m.rangeDels.head, 0); nd != 0; nd = m.rangeDels.next(nd, 0) {
+		k, _ := base.DecodeInternalKey(m.rangeDels.key(nd))
+		ts = append(ts, base.RangeTombstone{Start: k.UserKey, End: m.rangeDels.value(nd), Seq: k.Seq()})
+	}
+	// Count what we actually saw: the writer may have added more since n
+	// was read, and the cache must not claim to include them.
+	m.frag.spans = rangedel.Fragment(ts)
+	m.frag.n = uint64(len(ts))
+	if m.frag.spans == nil {
+		m.frag.spans = []base.RangeTombstone{}
+	}
+	return m.frag.spans
+}
+
+// NewIter returns an iterator over the point entries.
+func (m *Memtable) NewIter() *Iter { return &Iter{s: m.points} }
+
+// Iter iterates over a memtable's point entries; it implements
+// base.InternalIterator. It sees entries added after its creation.
+type Iter struct {
+	s   *skiplist
+	nd  uint32
+	key base.InternalKey
+	buf [64]byte
+}
+
+var _ base.InternalIterator = (*Iter)(nil)
+
+func (it *Iter) load() bool {
+	if it.nd == 0 {
+		return false
+	}
+	it.key, _ = base.DecodeInternalKey(it.s.key(it.nd))
+	return true
+}
+
+// SeekGE implements base.InternalIterator.
+func (it *Iter) SeekGE(key []byte) bool {
+	seek := base.MakeInternalKey(key, base.MaxSeqNum, base.KindMax).Append(it.buf[:0])
+	it.nd = it.s.seekGE(seek)
+	return it.load()
+}
+
+// SeekLT implements base.InternalIterator.
+func (it *Iter) SeekLT(key []byte) bool {
+	seek := base.MakeInternalKey(key, base.MaxSeqNum, base.KindMax).Append(it.buf[:0])
+	it.nd = it.s.seekLT(seek)
+	return it.load()
+}
+
+// First implements base.InternalIterator.
+func (it *Iter) First() bool {
+	it.nd = it.s.next(it.s.head, 0)
+	return it.load()
+}
+
+// Last implements base.InternalIterator.
+func (it *Iter) Last() bool {
+	it.nd = it.s.last()
+	return it.load()
+}
+
+// Next implements base.InternalIterator.
+func (it *Iter) Next() bool {
+	if it.nd == 0 {
+		return false
+	}
+	it.nd = it.s.next(it.nd, 0)
+	return it.load()
+}
+
+// Prev implements base.InternalIterator. The list has no back links, so Prev
+// is a search: O(log n).
+func (it *Iter) Prev() bool {
+	if it.nd == 0 {
+		return false
+	}
+	it.nd = it.s.seekLT(it.s.key(it.nd))
+	return it.load()
+}
+
+// Key implements base.InternalIterator.
+func (it *Iter) Key() base.InternalKey { return it.key }
+
+// Value implements base.InternalIterator.
+func (it *Iter) Value() []byte { return it.s.value(it.nd) }
+
+// Error implements base.InternalIterator.
+func (it *Iter) Error() error { return nil }
+
+// Close implements base.InternalIterator.
+func (it *Iter) Close() error { it.nd = 0; return nil }

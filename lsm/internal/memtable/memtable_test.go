@@ -1,0 +1,178 @@
+package memtable_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/memtable"
+)
+
+type entry struct {
+	k base.InternalKey
+	v []byte
+}
+
+func TestMemtableMatchesSortedModel(t *testing.T) {
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	m := memtable.New(1 << 20)
+	var model []entry
+	seq := uint64(1)
+	for i := 0; i < 3000; i++ {
+		k := []byte(fmt.Sprintf("key%04d", rng.IntN(500)))
+		v := []byte(fmt.Sprintf("v%d", i))
+		kind := base.KindSet
+		if rng.IntN(5) == 0 {
+			kind, v = base.KindDelete, nil
+		}
+		ik := base.MakeInternalKey(k, seq, kind)
+		seq++
+		if err := m.Add(ik, v); err != nil {
+			t.Fatal(err)
+		}
+		model = append(model, entry{ik.Clone(), v})
+	}
+	sort.Slice(model, func(i, j int) bool { return base.CompareInternal(model[i].k, model[j].k) < 0 })
+	it := m.NewIter()
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if base.CompareInternal(it.Key(), model[i].k) != 0 || !bytes.Equal(it.Value(), model[i].v) {
+			t.Fatalf("entry %d: got %v want %v", i, it.Key(), model[i].k)
+		}
+		i++
+	}
+	if i != len(model) {
+		t.Fatalf("iterated %d of %d", i, len(model))
+	}
+	// Backwards.
+	i = len(model) - 1
+	for ok := it.Last(); ok; ok = it.Prev() {
+		if base.CompareInternal(it.Key(), model[i].k) != 0 {
+			t.Fatalf("reverse entry %d: got %v want %v", i, it.Key(), model[i].k)
+		}
+		i--
+	}
+	if i != -1 {
+		t.Fatalf("reverse stopped at %d", i)
+	}
+	// Get at random snapshots.
+	for n := 0; n < 2000; n++ {
+		k := []byte(fmt.Sprintf("key%04d", rng.IntN(510)))
+		snap := uint64(rng.IntN(int(seq)))
+		var want *entry
+		for j := range model {
+			if bytes.Equal(model[j].k.UserKey, k) && model[j].k.Seq() <= snap {
+				want = &model[j]
+				break
+			}
+		}
+		got, v, ok := m.Get(k, snap)
+		if ok != (want != nil) || (ok && (got.Trailer != want.k.Trailer || !bytes.Equal(v, want.v))) {
+			t.Fatalf("Get(%s,%d) = %v %v, want %v", k, snap, got, ok, want)
+		}
+	}
+	// SeekGE / SeekLT against the model.
+	for n := 0; n < 500; n++ {
+		k := []byte(fmt.Sprintf("key%04d", rng.IntN(510)))
+		j := sort.Search(len(model), func(j int) bool { return bytes.Compare(model[j].k.UserKey, k) >= 0 })
+		if ok := it.SeekGE(k); ok != (j < len(model)) || (ok && base.CompareInternal(it.Key(), model[j].k) != 0) {
+			t.Fatalf("SeekGE(%s) wrong", k)
+		}
+		if ok := it.SeekLT(k); ok != (j > 0) || (ok && base.CompareInternal(it.Key(), model[j-1].k) != 0) {
+			t.Fatalf("SeekLT(%s) wrong", k)
+		}
+	}
+}
+
+func TestMemtableFull(t *testing.T) {
+	m := memtable.New(64 << 10)
+	var err error
+	for i := 0; err == nil; i++ {
+		err = m.Add(base.MakeInternalKey([]byte(fmt.Sprint(i)), uint64(i+1), base.KindSet), make([]byte, 100))
+	}
+	if err != memtable.ErrFull {
+		t.Fatalf("got %v, want ErrFull", err)
+	}
+	if m.Size() > m.Capacity() {
+		t.Fatalf("size %d > capacity %d", m.Size(), m.Capacity())
+	}
+}
+
+func TestMemtableTombstones(t *testing.T) {
+	m := memtable.New(1 << 20)
+	add := func(s, e string, seq uint64) {
+		if err := m.Add(base.MakeInternalKey([]byte(s), seq, base.KindRangeDelete), []byte(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("b", "f", 5)
+	add("d", "h", 9)
+	got := fmt.Sprint(m.Tombstones())
+	want := "[{[98] [100] 5} {[100] [102] 9} {[100] [102] 5} {[102] [104] 9}]"
+	if got != want {
+		t.Fatalf("got %s want %s", got, want)
+	}
+	add("a", "z", 3)
+	if n := len(m.Tombstones()); n != 9 {
+		t.Fatalf("after third tombstone: %d fragments: %v", n, m.Tombstones())
+	}
+}
+
+// TestConcurrentReaders runs readers against the single writer; run with -race.
+func TestConcurrentReaders(t *testing.T) {
+	m := memtable.New(8 << 20)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			it := m.NewIter()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var prev base.InternalKey
+				first := true
+				for ok := it.First(); ok; ok = it.Next() {
+					if !first && base.CompareInternal(prev, it.Key()) >= 0 {
+						t.Errorf("order violated: %v then %v", prev, it.Key())
+						return
+					}
+					prev, first = it.Key().Clone(), false
+				}
+				m.Get([]byte("k00050"), base.MaxSeqNum)
+			}
+		}()
+	}
+	for i := 0; i < 20000; i++ {
+		k := []byte(fmt.Sprintf("k%05d", (i*7919)%10007))
+		if err := m.Add(base.MakeInternalKey(k, uint64(i+1), base.KindSet), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func BenchmarkAdd(b *testing.B) {
+	m := memtable.New(1 << 30)
+	k := make([]byte, 24)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		binary.BigEndian.PutUint64(k, uint64(i)*0x9e3779b97f4a7c15)
+		if err := m.Add(base.MakeInternalKey(k, uint64(i+1), base.KindSet), k[:16]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package memtable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+)
+
+const (
+	maxHeight = 20
+	// pValue is the probability of a node reaching the next level (1/4).
+	nodeHeader = 13 // keyOff, keyLen, valLen (u32 each), height (u8)
+)
+
+// node field offsets relative to the node start.
+const (
+	fKeyOff = 0
+	fKeyLen = 4
+	fValLen = 8
+	fHeight = 12
+	fTower  = 16 // first next pointer, 4-byte aligned
+)
+
+// skiplist is an ordered set of encoded internal keys in an arena.
+type skiplist struct {
+	a      *arena
+	head   uint32
+	height atomic32
+	rng    *rand.Rand
+}
+
+type atomic32 struct{ v uint32 }
+
+func (x *atomic32) load() uint32 { return loadU32(&x.v) }
+
+func (x *atomic32) store(v uint32) { storeU32(&x.v, v) }
+
+func newSkiplist(a *arena) (*skiplist, error) {
+	s := &skiplist{a: a, rng: rand.New(rand.NewPCG(0x9e3779b97f4a7c15, 0x2545f4914f6cdd1d))}
+	head, err := s.newNode(nil, nil, maxHeight)
+	if err != nil {
+		return nil, err
+	}
+	s.head = head
+	s.height.store(1)
+	return s, nil
+}
+
+func nodeSize(h int) uint32 { return uint32(fTower + 4*h) }
+
+func (s *skiplist) newNode(key, value []byte, h int) (uint32, error) {
+	a := s.a
+	total := nodeSize(h) + uint32(len(key)) + uint32(len(value))
+	nd, err := a.alloc(total)
+	if err != nil {
+		return 0, err
+	}
+	kOff := nd + nodeSize(h)
+	copy(a.buf[kOff:], key)
+	copy(a.buf[kOff+uint32(len(key)):], value)
+	binary.LittleEndian.PutUint32(a.buf[nd+fKeyOff:], kOff)
+	binary.LittleEndian.PutUint32(a.buf[nd+fKeyLen:], uint32(len(key)))
+	binary.LittleEndian.PutUint32(a.buf[nd+fValLen:], uint32(len(value)))
+	a.buf[nd+fHeight] = byte(h)
+	for i := 0; i < h; i++ {
+		binary.LittleEndian.PutUint32(a.buf[nd+fTower+uint32(4*i):], 0)
+	}
+	return nd, nil
+}
+
+func (s *skiplist) key(nd uint32) []byte {
+	b := s.a.buf
+	kOff := binary.LittleEndian.Uint32(b[nd+fKeyOff:])
+	kLen := binary.LittleEndian.Uint32(b[nd+fKeyLen:])
+	return s.a.bytes(kOff, kLen)
+}
+
+func (s *skiplist) value(nd uint32) []byte {
+	b := s.a.buf
+	kOff := binary.LittleEndian.Uint32(b[nd+fKeyOff:])
+	kLen := binary.LittleEndian.Uint32(b[nd+fKeyLen:])
+	vLen := binary.LittleEndian.Uint32(b[nd+fValLen:])
+	return s.a.bytes(kOff+kLen, vLen)
+}
+
+func (s *skiplist) next(nd uint32, level int) uint32 {
+	return s.a.load(nd + fTower + uint32(4*level))
+}
+
+func (s *skiplist) setNext(nd uint32, level int, to uint32) {
+	s.a.store(nd+fTower+uint32(4*level), to)
+}
+
+func (s *skiplist) randomHeight() int {
+	h := 1
+	for h < maxHeight && s.rng.Uint32()&3 == 0 {
+		h++
+	}
+	return h
+}
+
+// compareKeys orders encoded internal keys; both have full trailers.
+func compareKeys(a, b []byte) int {
+	na, nb := len(a)-base.TrailerLen, len(b)-base.TrailerLen
+	if c := bytes.Compare(a[:na], b[:nb]); c != 0 {
+		return c
+	}
+	ta := binary.LittleEndian.Uint64(a[na:])
+	tb := binary.LittleEndian.Uint64(b[nb:])
+	switch {
+	case ta > tb:
+		return -1
+	case ta < tb:
+		return 1
+	}
+	return 0
+}
+
+// add inserts an encoded internal key. Single writer only.
+func (s *skiplist) add(key, value []byte) error {
+	var prev [maxHeight]uint32
+	x := s.head
+	listHeight := int(s.height.load())
+	for lvl := listHeight - 1; lvl >= 0; lvl-- {
+		for {
+			nx := s.next(x, lvl)
+			if nx == 0 || compareKeys(s.key(nx), key) >= 0 {
+				break
+			}
+			x = nx
+		}
+		prev[lvl] = x
+	}
+	h := s.randomHeight()
+	nd, err := s.newNode(key, value, h)
+	if err != nil {
+		return err
+	}
+	if h > listHeight {
+		for lvl := listHeight; lvl < h; lvl++ {
+			prev[lvl] = s.head
+		}
+		s.height.store(uint32(h))
+	}
+	for lvl := 0; lvl < h; lvl++ {
+		s.setNext(nd, lvl, s.next(prev[lvl], lvl))
+		s.setNext(prev[lvl], lvl, nd)
+	}
+	return nil
+}
+
+// seekGE returns the first node whose key is >= key (encoded internal key
+// comparison), or 0.
+func (s *skiplist) seekGE(key []byte) uint32 {
+	x := s.head
+	for lvl := int(s.height.load()) - 1; lvl >= 0; lvl-- {
+		for {
+			nx := s.next(x, lvl)
+			if nx == 0 || compareKeys(s.key(nx), key) >= 0 {
+				break
+			}
+			x = nx
+		}
+	}
+	return s.next(x, 0)
+}
+
+// seekLT returns the last node whose key is < key, or 0 (head).
+func (s *skiplist) seekLT(key []byte) uint32 {
+	x := s.head
+	for lvl := int(s.height.load()) - 1; lvl >= 0; lvl-- {
+		for {
+			nx := s.next(x, lvl)
+			if nx == 0 || compareKeys(s.key(nx), key) >= 0 {
+				break
+			}
+			x = nx
+		}
+	}
+	if x == s.head {
+		return 0
+	}
+	return x
+}
+
+// last returns the last node, or 0.
+func (s *skiplist) last() uint32 {
+	x := s.head
+	for lvl := int(s.height.load()) - 1; lvl >= 0; lvl-- {
+		for {
+			nx := s.next(x, lvl)
+			if nx == 0 {
+				break
+			}
+			x = nx
+		}
+	}
+	if x == s.head {
+		return 0
+	}
+	return x
+}

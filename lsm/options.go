@@ -1,0 +1,183 @@
+package lsm
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/lsmfs/lsmfs/blockcache"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
+)
+
+// Options configure an engine. The zero value is usable: EnsureDefaults fills
+// every unset field with the default named in its comment.
+type Options struct {
+	// FS is the filesystem holding the engine's directory. Default vfs.Default.
+	FS vfs.FS
+	// Logger receives the engine's logs. Default: discard.
+	Logger *slog.Logger
+	// ReadOnly opens without writing: no replay into new tables, no
+	// compactions, and writes fail with ErrReadOnly.
+	ReadOnly bool
+
+	// UUID identifies the owner (the filesystem); used by Format and checked
+	// against the journal's superblock by Open. Zero at Open: take the UUID
+	// recorded in the manifest.
+	UUID [16]byte
+	// Journal configures the write-ahead journal.
+	Journal JournalOptions
+
+	// MemtableSize is the size of one memtable arena. Default 64 MiB.
+	MemtableSize int64
+	// MaxMemtables is how many memtables (the mutable one plus those waiting
+	// to be flushed) may exist before writes stall. Default 2.
+	MaxMemtables int
+
+	// Cache is the block cache; shared by several engines if set. Default: a
+	// new cache of CacheSize bytes.
+	Cache *blockcache.Cache
+	// CacheSize sizes the cache created when Cache is nil. Default 128 MiB;
+	// negative: no cache.
+	CacheSize int64
+
+	// BlockSize is the target SSTable data block size. Default 8 KiB.
+	BlockSize int
+	// BloomBitsPerKey sizes the per-table bloom filter. Default 10; negative
+	// disables filters.
+	BloomBitsPerKey int
+	// DisableCompression turns LZ4 off for SSTable blocks.
+	DisableCompression bool
+	// TargetFileSize is the size at which compaction output tables are cut.
+	// Default 8 MiB.
+	TargetFileSize int64
+
+	// L0CompactionTrigger is the number of L0 tables that triggers an L0
+	// compaction. Default 4.
+	L0CompactionTrigger int
+	// L0StopWritesTrigger is the number of L0 tables at which writes stall.
+	// Default 20.
+	L0StopWritesTrigger int
+	// LBaseMaxBytes is the target size of L1. Default 64 MiB.
+	LBaseMaxBytes int64
+	// LevelMultiplier is the size ratio between adjacent levels. Default 10.
+	LevelMultiplier int
+	// MaxConcurrentCompactions bounds background compactions. Default 1.
+	MaxConcurrentCompactions int
+	// MaxManifestSize rotates the manifest when it grows past it. Default 4 MiB.
+	MaxManifestSize int64
+}
+
+// JournalOptions configure the write-ahead journal.
+type JournalOptions struct {
+	// Path is the journal: a regular file or a block device. Default: the
+	// path recorded at Format, or DIR/journal.
+	Path string
+	// Size is the ring size of a file journal, used by Format. Default 256 MiB.
+	// A device journal uses the whole device.
+	Size int64
+	// CommitInterval bounds how long an unsynced write may stay in memory
+	// before the journal forces it. Default 5s.
+	CommitInterval time.Duration
+	// MaxFrameBytes bounds the raw record bytes gathered into one frame.
+	// Default 1 MiB.
+	MaxFrameBytes int
+	// DisableCompression turns LZ4 off for journal frames.
+	DisableCompression bool
+}
+
+// EnsureDefaults fills unset fields with their defaults and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Journal.Size == 0 {
+		o.Journal.Size = 256 << 20
+	}
+	if o.Journal.CommitInterval == 0 {
+		o.Journal.CommitInterval = 5 * time.Second
+	}
+	if o.Journal.MaxFrameBytes == 0 {
+		o.Journal.MaxFrameBytes = 1 << 20
+	}
+	if o.MemtableSize == 0 {
+		o.MemtableSize = 64 << 20
+	}
+	if o.MaxMemtables == 0 {
+		o.MaxMemtables = 2
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = 128 << 20
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = 8 << 10
+	}
+	if o.BloomBitsPerKey == 0 {
+		o.BloomBitsPerKey = 10
+	}
+	if o.TargetFileSize == 0 {
+		o.TargetFileSize = 8 << 20
+	}
+	if o.L0CompactionTrigger == 0 {
+		o.L0CompactionTrigger = 4
+	}
+	if o.L0StopWritesTrigger == 0 {
+		o.L0StopWritesTrigger = 20
+	}
+	if o.LBaseMaxBytes == 0 {
+		o.LBaseMaxBytes = 64 << 20
+	}
+	if o.LevelMultiplier == 0 {
+		o.LevelMultiplier = 10
+	}
+	if o.MaxConcurrentCompactions == 0 {
+		o.MaxConcurrentCompactions = 1
+	}
+	if o.MaxManifestSize == 0 {
+		o.MaxManifestSize = 4 << 20
+	}
+	return o
+}
+
+// Validate reports the first out-of-range option by name.
+func (o *Options) Validate() error {
+	switch {
+	case o.MemtableSize < 256<<10 || o.MemtableSize > 2<<30:
+		return fmt.Errorf("lsm: memtable size %d out of range [256KiB, 2GiB]", o.MemtableSize)
+	case o.MaxMemtables < 2:
+		return fmt.Errorf("lsm: max memtables %d < 2", o.MaxMemtables)
+	case o.BlockSize < 1<<10 || o.BlockSize > 1<<20:
+		return fmt.Errorf("lsm: block size %d out of range [1KiB, 1MiB]", o.BlockSize)
+	case o.TargetFileSize < 64<<10:
+		return fmt.Errorf("lsm: target file size %d < 64KiB", o.TargetFileSize)
+	case o.L0CompactionTrigger < 1:
+		return fmt.Errorf("lsm: l0 compaction trigger %d < 1", o.L0CompactionTrigger)
+	case o.L0StopWritesTrigger <= o.L0CompactionTrigger:
+		return fmt.Errorf("lsm: l0 stop-writes trigger %d <= compaction trigger %d", o.L0StopWritesTrigger, o.L0CompactionTrigger)
+	case o.LevelMultiplier < 2:
+		return fmt.Errorf("lsm: level multiplier %d < 2", o.LevelMultiplier)
+	case o.MaxConcurrentCompactions < 1:
+		return fmt.Errorf("lsm: max concurrent compactions %d < 1", o.MaxConcurrentCompactions)
+	case o.Journal.Size < 4<<20:
+		return fmt.Errorf("lsm: journal size %d < 4MiB", o.Journal.Size)
+	case o.Journal.CommitInterval < 0:
+		return fmt.Errorf("lsm: negative commit interval %s", o.Journal.CommitInterval)
+	}
+	return nil
+}
+
+// String prints the effective options, one per line, for `lsmfs stats`.
+func (o *Options) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "memtable_size=%d\nmax_memtables=%d\n", o.MemtableSize, o.MaxMemtables)
+	fmt.Fprintf(&b, "cache_size=%d\nblock_size=%d\nbloom_bits_per_key=%d\ncompression=%v\n", o.CacheSize, o.BlockSize, o.BloomBitsPerKey, !o.DisableCompression)
+	fmt.Fprintf(&b, "target_file_size=%d\nl0_trigger=%d\nl0_stop_writes=%d\nlbase_max_bytes=%d\nlevel_ratio=%d\ncompaction_concurrency=%d\n",
+		o.TargetFileSize, o.L0CompactionTrigger, o.L0StopWritesTrigger, o.LBaseMaxBytes, o.LevelMultiplier, o.MaxConcurrentCompactions)
+	fmt.Fprintf(&b, "journal=%s\njournal_size=%d\ncommit_interval=%s\njournal_max_frame=%d\njournal_compression=%v\n",
+		o.Journal.Path, o.Journal.Size, o.Journal.CommitInterval, o.Journal.MaxFrameBytes, !o.Journal.DisableCompression)
+	return b.String()
+}
