@@ -262,3 +262,28 @@ func (d *DB) Flush() error { return d.checkOpen() }
 
 // Compact compacts the key range [start, end] (nil: open).
 func (d *DB) Compact(start, end []byte) error { return d.checkOpen() }
+
+// Format creates a new, empty engine in dir (creating dir) and formats its
+// journal: a file DIR/journal of opts.Journal.Size bytes, or the block device
+// named by opts.Journal.Path. It refuses a directory that already holds an
+// engine.
+func Format(dir string, opts *Options) error {
+	if opts == nil {
+		opts = &Options{}
+	}
+	o := *opts
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return o.FS.MkdirAll(dir)
+}
+
+// SyncJournal makes every batch applied so far durable.
+func (d *DB) SyncJournal() error { return d.checkOpen() }
+
+// UUID returns the owner UUID recorded at Format.
+func (d *DB) UUID() [16]byte { return d.opts.UUID }
+
+// Dir returns the engine's directory.
+func (d *DB) Dir() string { return d.dirname }
