@@ -2,7 +2,10 @@ package sstable
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
 )
 
 // Format constants. Each is part of the on-disk format; never change one:
@@ -27,7 +30,7 @@ const (
 	// footerLen is the size of the footer:
 	// metaindex handle (2 x uint64 LE), index handle (2 x uint64 LE),
 	// version (1), magic (8), CRC32C of the preceding 41 bytes (4, LE).
-	footerLen = 16 + 16 + 1 + len(magic) + 4
+	footerLen = 16 + 16 + 1 + 8 + 4
 
 	// Metaindex entry names.
 	metaFilterName     = "lsmfs.filter.bloom"
@@ -46,10 +49,16 @@ const (
 	// uint32; blocks are ~8 KiB in practice; one huge inline value makes a
 	// big block).
 	maxBlockLen = 256 << 20
+	// maxRestartInterval bounds the entries per restart point in a data
+	// block (and WriterOptions.RestartInterval); see checkBlock.
+	maxRestartInterval = 128
 	// maxLZ4Ratio bounds decoded/stored for an LZ4 block; LZ4 cannot
 	// expand a block more than about 255 times.
 	maxLZ4Ratio = 256
 )
+
+// The magic is 8 bytes.
+var _ = [1]struct{}{}[len(magic)-8]
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -105,12 +114,12 @@ func (f footer) encode() []byte {
 // decodeFooter decodes the last footerLen bytes of a table of fileSize
 // bytes. On failure it returns a reason and the offset within b of the bad
 // field.
-func decodeFooter(b []byte, fileSize uint64) (f footer, badOff int, reason string) {
-	if len(b) != footerLen {
+func decodeFooter(b []byte, fileSize uint64, verify bool) (f footer, badOff int, reason string) {
+	if len(b) != footerLen || fileSize < footerLen {
 		return f, 0, "footer has wrong length"
 	}
 	const crcOff = footerLen - 4
-	if got, want := crc32.Checksum(b[:crcOff], crcTable), binary.LittleEndian.Uint32(b[crcOff:]); got != want {
+	if got, want := crc32.Checksum(b[:crcOff], crcTable), binary.LittleEndian.Uint32(b[crcOff:]); got != want && verify {
 		if string(b[crcOff-len(magic):crcOff]) != magic {
 			return f, crcOff - len(magic), "bad magic (not an sstable, or truncated)"
 		}
@@ -125,7 +134,7 @@ func decodeFooter(b []byte, fileSize uint64) (f footer, badOff int, reason strin
 	if f.version != formatVersion {
 		return f, 32, "unsupported format version"
 	}
-	limit := fileSize - footerLen
+	limit := fileSize - uint64(footerLen)
 	if !handleWithin(f.metaindex, limit) {
 		return f, 0, "metaindex handle out of range"
 	}
@@ -140,4 +149,15 @@ func decodeFooter(b []byte, fileSize uint64) (f footer, badOff int, reason strin
 func handleWithin(h blockHandle, limit uint64) bool {
 	return h.offset <= limit && h.length <= limit-h.offset &&
 		blockTrailerLen <= limit-h.offset-h.length && h.length <= maxBlockLen
+}
+
+// decodeKeyString formats an encoded internal key.
+func decodeKeyString(k []byte) string {
+	n := len(k) - 8
+	ik := base.InternalKey{UserKey: k[:n], Trailer: binary.LittleEndian.Uint64(k[n:])}
+	if ik.Trailer == base.MakeTrailer(base.MaxSeqNum, base.KindMax) {
+		// A shortened separator: the smallest internal key of its user key.
+		return fmt.Sprintf("%q#max", ik.UserKey)
+	}
+	return ik.String()
 }
