@@ -1,12 +1,18 @@
 package lsm
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 
+	"github.com/lsmfs/lsmfs/blockcache"
+	"github.com/lsmfs/lsmfs/journal"
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/memtable"
+	"github.com/lsmfs/lsmfs/lsm/internal/sstable"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 // DB is an open engine. All methods are safe for concurrent use.
@@ -14,9 +20,16 @@ type DB struct {
 	dirname string
 	opts    *Options
 
+	dirLock    io.Closer
+	wal        *journal.Journal
+	cache      *blockcache.Cache
+	ownCache   bool
+	tableCache *tableCache
+	readStats  sstable.ReaderStats
+
 	// commit serializes sequence number assignment, journal enqueue and
-	// memtable insertion, so that journal order = sequence order and the
-	// memtable has one writer. Lock order: commit before mu.
+	// memtable insertion, so that journal order = sequence order and each
+	// memtable has one writer. Lock order: commit, then mu.
 	commit struct {
 		sync.Mutex
 		lastSeq base.SeqNum
@@ -26,25 +39,52 @@ type DB struct {
 
 	mu struct {
 		sync.Mutex
-		mem struct {
+		// cond is broadcast when a flush or compaction ends, a background
+		// error is set, or the DB closes.
+		cond sync.Cond
+		mem  struct {
 			mutable *memTable
 			queue   []*memTable // immutable, oldest first
 		}
-		snapshots snapshotList
-		closed    bool
+		versions   *versionSet
+		snapshots  snapshotList
+		flushing   bool
+		compacting int
+		manual     int // manual compactions running or waiting
+		// compactPointer[l] is where the next size-triggered compaction of
+		// level l starts (round robin over the key space).
+		compactPointer [numLevels][]byte
+		closed     bool
+		closing    bool
+		// bgErr is sticky: after a failed flush or compaction write, writes
+		// fail with it and reads go on (fail-stop).
+		bgErr error
 	}
 
 	readState struct {
 		sync.RWMutex
 		val *readState
 	}
+
+	bg      sync.WaitGroup // background goroutines
+	// closedForDeletes stops obsolete-table deletion once Close ran.
+	closedForDeletes atomic.Bool
+	// opened is set once Open has finished.
+	opened atomic.Bool
+	metrics dbMetrics
 }
 
 // memTable is a memtable plus what the engine tracks about it.
 type memTable struct {
 	*memtable.Memtable
-	// lsn is the journal LSN of the last batch applied (0: none).
-	lsn uint64
+	// lsn is the journal LSN of the last batch applied; maxSeq its last
+	// sequence number. Written by the one writer; read by the flush after
+	// writers.Wait().
+	lsn    uint64
+	maxSeq base.SeqNum
+	// writers counts inserts in flight; taken under DB.mu while the
+	// memtable is mutable.
+	writers sync.WaitGroup
 }
 
 // readState is what a reader needs: the memtables (newest first) and the
@@ -52,9 +92,14 @@ type memTable struct {
 type readState struct {
 	refs      atomic.Int32
 	memtables []*memTable
+	version   *version
 }
 
-func (s *readState) unref() { s.refs.Add(-1) }
+func (s *readState) unref() {
+	if s.refs.Add(-1) == 0 && s.version != nil {
+		s.version.unref()
+	}
+}
 
 // loadReadState returns the current read state with a reference taken.
 func (d *DB) loadReadState() *readState {
@@ -73,6 +118,8 @@ func (d *DB) updateReadStateLocked() {
 	for i := len(d.mu.mem.queue) - 1; i >= 0; i-- {
 		s.memtables = append(s.memtables, d.mu.mem.queue[i])
 	}
+	s.version = d.mu.versions.current
+	s.version.ref()
 	d.readState.Lock()
 	old := d.readState.val
 	d.readState.val = s
@@ -92,36 +139,6 @@ func (d *DB) newMemTable(minSize uint64) *memTable {
 
 const memEntryOverhead = memtable.EntryOverhead
 
-// Open opens the engine in dir.
-func Open(dir string, opts *Options) (*DB, error) {
-	if opts == nil {
-		opts = &Options{}
-	}
-	o := *opts
-	o.EnsureDefaults()
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	d := &DB{dirname: dir, opts: &o}
-	d.mu.snapshots.init()
-	d.mu.mem.mutable = d.newMemTable(0)
-	d.updateReadStateLocked()
-	return d, nil
-}
-
-// Close flushes what is pending to the journal and closes the engine.
-func (d *DB) Close() error {
-	d.commit.Lock()
-	defer d.commit.Unlock()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.mu.closed {
-		return ErrClosed
-	}
-	d.mu.closed = true
-	return nil
-}
-
 func (d *DB) checkOpen() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -135,30 +152,62 @@ func (d *DB) checkOpen() error {
 // batch is durable. The batch may be reused after Apply returns.
 func (d *DB) Apply(b *Batch, sync bool) error {
 	if b.Empty() {
+		if sync {
+			return d.SyncJournal()
+		}
 		return nil
 	}
 	if d.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	d.commit.Lock()
-	defer d.commit.Unlock()
-	if err := d.checkOpen(); err != nil {
-		return err
+	if uint64(b.Len()) > d.maxBatchBytes() {
+		return fmt.Errorf("apply batch of %d bytes: %w", b.Len(), ErrBatchTooLarge)
 	}
-	if err := d.makeRoomForWrite(b.memSize); err != nil {
+	d.commit.Lock()
+	if err := d.waitForRoomLocked(b.memSize); err != nil {
+		d.commit.Unlock()
 		return err
 	}
 	seq := d.commit.lastSeq + 1
 	b.setSeq(seq)
-	d.mu.Lock()
-	mem := d.mu.mem.mutable
-	d.mu.Unlock()
-	if err := applyBatchToMemtable(mem, b.repr); err != nil {
+	c, err := d.wal.Enqueue([][]byte{b.repr}, sync)
+	if err != nil {
+		d.commit.Unlock()
+		d.setBackgroundError(err)
+		return fmt.Errorf("apply batch seq=%d: %w", seq, err)
+	}
+	mem := d.mutableForWrite(b.memSize)
+	err = applyBatchToMemtable(mem, b.repr)
+	if err == nil {
+		mem.lsn = c.LSN()
+		mem.maxSeq = seq + base.SeqNum(b.count) - 1
+		d.commit.lastSeq = mem.maxSeq
+		d.visibleSeq.Store(d.commit.lastSeq)
+	}
+	mem.writers.Done()
+	d.commit.Unlock()
+	d.metrics.userBytes.Add(uint64(b.Len()))
+	if err != nil {
+		// The batch is in the journal but not in memory: nothing may be
+		// written after it.
+		d.setBackgroundError(err)
 		return err
 	}
-	d.commit.lastSeq += base.SeqNum(b.count)
-	d.visibleSeq.Store(d.commit.lastSeq)
+	if sync {
+		if err := c.Wait(); err != nil {
+			d.setBackgroundError(err)
+			return fmt.Errorf("apply batch seq=%d: sync journal: %w", seq, err)
+		}
+	}
 	return nil
+}
+
+func (d *DB) maxBatchBytes() uint64 {
+	n := uint64(d.opts.MemtableSize)
+	if j := uint64(d.opts.Journal.Size) / 4; j < n {
+		n = j
+	}
+	return n
 }
 
 func applyBatchToMemtable(mem *memTable, repr []byte) error {
@@ -180,18 +229,68 @@ func applyBatchToMemtable(mem *memTable, repr []byte) error {
 	}
 }
 
-// makeRoomForWrite rotates the mutable memtable when the batch does not fit.
-// d.commit is held.
-func (d *DB) makeRoomForWrite(need uint64) error {
+// waitForRoomLocked stalls the writer (d.commit held) while too many
+// memtables or L0 tables are waiting, and fails when the DB is closed or
+// failed.
+func (d *DB) waitForRoomLocked(need uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.mu.mem.mutable.Available() >= need {
-		return nil
+	stalled := false
+	for {
+		if d.mu.closed || d.mu.closing {
+			return ErrClosed
+		}
+		if d.mu.bgErr != nil {
+			return d.mu.bgErr
+		}
+		if len(d.mu.mem.queue)+1 >= d.opts.MaxMemtables && d.mu.mem.mutable.Available() < need {
+			// Waiting for a flush.
+		} else if len(d.mu.versions.current.levels[0]) >= d.opts.L0StopWritesTrigger {
+			d.maybeScheduleCompactionLocked()
+		} else {
+			return nil
+		}
+		if !stalled {
+			stalled = true
+			d.metrics.stalls.Add(1)
+		}
+		d.mu.cond.Wait()
 	}
+}
+
+// mutableForWrite returns the mutable memtable with room for need bytes,
+// rotating if needed, with a writer reference taken.
+func (d *DB) mutableForWrite(need uint64) *memTable {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mu.mem.mutable.Available() < need {
+		d.rotateLocked(need)
+	}
+	m := d.mu.mem.mutable
+	m.writers.Add(1)
+	return m
+}
+
+// rotateLocked makes the mutable memtable immutable and schedules a flush.
+func (d *DB) rotateLocked(need uint64) {
 	d.mu.mem.queue = append(d.mu.mem.queue, d.mu.mem.mutable)
 	d.mu.mem.mutable = d.newMemTable(need)
 	d.updateReadStateLocked()
-	return nil
+	d.maybeScheduleFlushLocked()
+}
+
+// setBackgroundError records the first fatal write error.
+func (d *DB) setBackgroundError(err error) {
+	if err == nil || errors.Is(err, ErrClosed) {
+		return
+	}
+	d.mu.Lock()
+	if d.mu.bgErr == nil {
+		d.mu.bgErr = err
+		d.opts.Logger.Error("engine stops accepting writes", "err", err)
+	}
+	d.mu.cond.Broadcast()
+	d.mu.Unlock()
 }
 
 // Get returns a copy of the value of key, or ErrNotFound.
@@ -200,20 +299,13 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 }
 
 func (d *DB) getAt(key []byte, snap base.SeqNum) ([]byte, error) {
-	if err := d.checkOpen(); err != nil {
-		return nil, err
-	}
 	rs := d.loadReadState()
 	defer rs.unref()
+	if rs.version == nil {
+		return nil, ErrClosed
+	}
 	var maxTomb base.SeqNum
-	for _, m := range rs.memtables {
-		if t := maxCovering(m.Tombstones(), key, snap); t > maxTomb {
-			maxTomb = t
-		}
-		k, v, ok := m.Get(key, snap)
-		if !ok {
-			continue
-		}
+	found := func(k base.InternalKey, v []byte) ([]byte, error) {
 		if k.Kind() == base.KindDelete || k.Seq() < maxTomb {
 			return nil, ErrNotFound
 		}
@@ -223,7 +315,82 @@ func (d *DB) getAt(key []byte, snap base.SeqNum) ([]byte, error) {
 		}
 		return append([]byte(nil), out...), nil
 	}
+	for _, m := range rs.memtables {
+		if t := maxCovering(m.Tombstones(), key, snap); t > maxTomb {
+			maxTomb = t
+		}
+		if k, v, ok := m.Get(key, snap); ok {
+			return found(k, v)
+		}
+	}
+	v := rs.version
+	l0 := v.levels[0]
+	for i := len(l0) - 1; i >= 0; i-- {
+		f := l0[i]
+		if !f.Overlaps(key, key) {
+			continue
+		}
+		k, val, ok, release, err := d.getFromTable(f, key, snap, &maxTomb)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out, err := found(k, val)
+			release()
+			return out, err
+		}
+	}
+	for l := 1; l < numLevels; l++ {
+		files := v.levels[l]
+		i := searchLevel(files, key)
+		if i >= len(files) || !files[i].Overlaps(key, key) {
+			continue
+		}
+		k, val, ok, release, err := d.getFromTable(files[i], key, snap, &maxTomb)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out, err := found(k, val)
+			release()
+			return out, err
+		}
+	}
 	return nil, ErrNotFound
+}
+
+// getFromTable looks key up in one table: it raises *maxTomb by the table's
+// covering tombstones and returns the newest visible point entry. When ok,
+// the caller must call release after using the value.
+func (d *DB) getFromTable(f *tableMeta, key []byte, snap base.SeqNum, maxTomb *base.SeqNum) (k base.InternalKey, v []byte, ok bool, release func(), err error) {
+	r, rel, err := d.tableCache.get(f.FileNum)
+	if err != nil {
+		return k, nil, false, nil, err
+	}
+	if t := maxCovering(r.RangeTombstones(), key, snap); t > *maxTomb {
+		*maxTomb = t
+	}
+	if !r.MayContain(key) {
+		rel()
+		return k, nil, false, nil, nil
+	}
+	it := r.NewIter()
+	for valid := it.SeekGE(key); valid; valid = it.Next() {
+		ik := it.Key()
+		if !userKeyEqual(ik.UserKey, key) {
+			break
+		}
+		if ik.Seq() <= snap {
+			return ik, it.Value(), true, func() { it.Close(); rel() }, nil
+		}
+	}
+	err = it.Error()
+	it.Close()
+	rel()
+	if err == nil {
+		r.RecordBloomUseless()
+	}
+	return k, nil, false, nil, err
 }
 
 // resolveValue returns the value an entry stands for (following value-log
@@ -243,47 +410,85 @@ func (d *DB) newIterAt(o *IterOptions, snap base.SeqNum) *Iterator {
 	}
 	rs := d.loadReadState()
 	it := &Iterator{db: d, rs: rs, snap: snap, lower: o.LowerBound, upper: o.UpperBound}
+	if rs.version == nil {
+		it.err = ErrClosed
+		it.iter = newMergingIter(nil)
+		return it
+	}
 	var iters []base.InternalIterator
 	var tombs []base.RangeTombstone
 	for _, m := range rs.memtables {
 		iters = append(iters, m.NewIter())
 		tombs = append(tombs, overlapping(m.Tombstones(), o.LowerBound, o.UpperBound)...)
 	}
-	it.tombs = fragment(tombs)
-	it.iter = newMergingIter(iters)
-	if err := d.checkOpen(); err != nil {
-		it.err = err
+	hi := o.UpperBound // inclusive bound for table selection is fine: conservative
+	for _, f := range rs.version.overlaps(0, o.LowerBound, hi) {
+		ti, err := d.newTableIter(f)
+		if err != nil {
+			iters = append(iters, errIter{err})
+			continue
+		}
+		iters = append(iters, ti)
+		tombs = append(tombs, overlapping(ti.reader().RangeTombstones(), o.LowerBound, o.UpperBound)...)
 	}
+	for l := 1; l < numLevels; l++ {
+		files := rs.version.overlaps(l, o.LowerBound, hi)
+		if len(files) == 0 {
+			continue
+		}
+		for _, f := range files {
+			r, rel, err := d.tableCache.get(f.FileNum)
+			if err != nil {
+				iters = append(iters, errIter{err})
+				continue
+			}
+			tombs = append(tombs, overlapping(r.RangeTombstones(), o.LowerBound, o.UpperBound)...)
+			rel()
+		}
+		iters = append(iters, newLevelIter(d, files))
+	}
+	// Tombstones alias readers that the read state keeps open through the
+	// version reference... but the table cache may close an unreferenced
+	// reader, so copy them.
+	it.tombs = fragment(cloneTombstones(tombs))
+	it.iter = newMergingIter(iters)
 	return it
 }
 
-// Flush writes the memtables to disk.
-func (d *DB) Flush() error { return d.checkOpen() }
-
-// Compact compacts the key range [start, end] (nil: open).
-func (d *DB) Compact(start, end []byte) error { return d.checkOpen() }
-
-// Format creates a new, empty engine in dir (creating dir) and formats its
-// journal: a file DIR/journal of opts.Journal.Size bytes, or the block device
-// named by opts.Journal.Path. It refuses a directory that already holds an
-// engine.
-func Format(dir string, opts *Options) error {
-	if opts == nil {
-		opts = &Options{}
+func cloneTombstones(ts []base.RangeTombstone) []base.RangeTombstone {
+	if len(ts) == 0 {
+		return nil
 	}
-	o := *opts
-	o.EnsureDefaults()
-	if err := o.Validate(); err != nil {
-		return err
+	out := make([]base.RangeTombstone, len(ts))
+	for i, t := range ts {
+		out[i] = base.RangeTombstone{Start: append([]byte(nil), t.Start...), End: append([]byte(nil), t.End...), Seq: t.Seq}
 	}
-	return o.FS.MkdirAll(dir)
+	return out
 }
 
 // SyncJournal makes every batch applied so far durable.
-func (d *DB) SyncJournal() error { return d.checkOpen() }
+func (d *DB) SyncJournal() error {
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	if d.opts.ReadOnly {
+		return nil
+	}
+	if err := d.wal.Sync(); err != nil {
+		d.setBackgroundError(err)
+		return fmt.Errorf("sync journal: %w", err)
+	}
+	return nil
+}
 
 // UUID returns the owner UUID recorded at Format.
-func (d *DB) UUID() [16]byte { return d.opts.UUID }
+func (d *DB) UUID() [16]byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.versions.uuid
+}
+
+func (d *DB) tablePath(n uint64) string { return vfs.Join(d.dirname, tableFileName(n)) }
 
 // Dir returns the engine's directory.
 func (d *DB) Dir() string { return d.dirname }

@@ -154,15 +154,16 @@ func (r *Reader) corruptf(off uint64, format string, args ...any) error {
 }
 
 // Open reads the footer, metaindex, index, filter, range tombstones and
-// properties of the table in f, which is size bytes long. The Reader owns f
-// and closes it in Close; if Open fails it closes f itself.
+// properties of the table in f, which is size bytes long. On success the
+// Reader owns f and closes it in Close; on error f stays open and the caller
+// closes it.
 func Open(f ReadableFile, size int64, opts ReaderOptions) (*Reader, error) {
 	return open(f, size, opts, true)
 }
 
 // open is Open; verify=false skips checksum verification so that fuzz tests
 // can reach the decoders behind the checksums.
-func open(f ReadableFile, size int64, opts ReaderOptions, verify bool) (_ *Reader, err error) {
+func open(f ReadableFile, size int64, opts ReaderOptions, verify bool) (*Reader, error) {
 	r := &Reader{
 		noVerify: !verify,
 		f:        f,
@@ -178,11 +179,6 @@ func open(f ReadableFile, size int64, opts ReaderOptions, verify bool) (_ *Reade
 	if r.stats == nil {
 		r.stats = new(ReaderStats)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-		}
-	}()
 	if size < footerLen {
 		return nil, r.corruptf(0, "file of %d bytes is too small for a table", size)
 	}
@@ -340,7 +336,9 @@ func (r *Reader) decodeStored(h blockHandle, stored []byte, typ byte, dst []byte
 		return stored, dst, nil
 	case compressionLZ4:
 		n, k := binary.Uvarint(stored)
-		if k <= 0 || n > maxBlockLen || n > uint64(len(stored)-k)*maxLZ4Ratio+64 {
+		// The writer never compresses an empty block (and the LZ4 decoder
+		// faults on a nil destination).
+		if k <= 0 || n == 0 || n > maxBlockLen || n > uint64(len(stored)-k)*maxLZ4Ratio+64 {
 			return nil, dst, r.corruptf(h.offset, "%s block: bad decoded length", what)
 		}
 		if uint64(cap(dst)) < n {
@@ -380,6 +378,16 @@ func (r *Reader) checkDataBlock(i int, b []byte, c *blockChecker) error {
 	if i > 0 {
 		lower = r.index.key(i - 1)
 	}
+	off := r.index.handles[i].offset
+	if bad, reason := checkDataEntries(c, b, lower, r.index.key(i)); reason != "" {
+		return r.corruptf(off, "data block %d: %s at block offset %d", i, reason, bad)
+	}
+	return nil
+}
+
+// checkDataEntries checks a decoded data block whose keys must lie in
+// (lower, upper] (encoded internal keys; nil for no bound).
+func checkDataEntries(c *blockChecker, b []byte, lower, upper []byte) (badOff int, reason string) {
 	c.prev = c.prev[:0]
 	first := true
 	n, bad, reason := checkBlock(&c.it, b, maxRestartInterval, func(k, v []byte) string {
@@ -403,17 +411,16 @@ func (r *Reader) checkDataBlock(i int, b []byte, c *blockChecker) error {
 		c.prev = append(c.prev[:0], k...)
 		return ""
 	})
-	off := r.index.handles[i].offset
 	if reason != "" {
-		return r.corruptf(off, "data block %d: %s at block offset %d", i, reason, bad)
+		return bad, reason
 	}
 	if n == 0 {
-		return r.corruptf(off, "data block %d is empty", i)
+		return 0, "empty data block"
 	}
-	if base.CompareEncoded(c.prev, r.index.key(i)) > 0 {
-		return r.corruptf(off, "data block %d: last key beyond its separator", i)
+	if upper != nil && base.CompareEncoded(c.prev, upper) > 0 {
+		return 0, "last key beyond the block's separator"
 	}
-	return nil
+	return 0, ""
 }
 
 // MayContain reports whether the table may hold an entry (of any kind) for

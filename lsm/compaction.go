@@ -1,0 +1,330 @@
+package lsm
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
+)
+
+// compaction is a picked unit of background work: tables of startLevel and
+// the overlapping tables of outputLevel, merged into new outputLevel tables.
+type compaction struct {
+	startLevel, outputLevel int
+	inputs                  [2][]*tableMeta
+	// smallest and largest bound the inputs' user keys.
+	smallest, largest []byte
+	// elide: no table below outputLevel overlaps the inputs, so deleted data
+	// that no snapshot sees can be dropped.
+	elide bool
+	// move: one input table and nothing to merge with: relink it.
+	move   bool
+	reason string
+}
+
+// String prints the compaction, for logs and tests.
+func (c *compaction) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "L%d->L%d (%s)", c.startLevel, c.outputLevel, c.reason)
+	if c.move {
+		b.WriteString(" move")
+	}
+	if c.elide {
+		b.WriteString(" elide")
+	}
+	for i, in := range c.inputs {
+		if len(in) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, " L%d:", []int{c.startLevel, c.outputLevel}[i])
+		for _, f := range in {
+			fmt.Fprintf(&b, " %06d", f.FileNum)
+		}
+	}
+	return b.String()
+}
+
+func (c *compaction) allInputs() []*tableMeta {
+	return append(append([]*tableMeta(nil), c.inputs[0]...), c.inputs[1]...)
+}
+
+func anyCompacting(files []*tableMeta) bool {
+	for _, f := range files {
+		if f.compacting {
+			return true
+		}
+	}
+	return false
+}
+
+func bounds(files []*tableMeta) (lo, hi []byte) {
+	for _, f := range files {
+		if lo == nil || bytes.Compare(f.Smallest, lo) < 0 {
+			lo = f.Smallest
+		}
+		if hi == nil || bytes.Compare(f.Largest, hi) > 0 {
+			hi = f.Largest
+		}
+	}
+	return lo, hi
+}
+
+// levelTarget is the target size of level l >= 1.
+func (d *DB) levelTarget(l int) uint64 {
+	t := uint64(d.opts.LBaseMaxBytes)
+	for i := 1; i < l; i++ {
+		t *= uint64(d.opts.LevelMultiplier)
+	}
+	return t
+}
+
+// pickLocked picks the most urgent compaction, or nil. d.mu is held.
+func (d *DB) pickLocked() *compaction {
+	v := d.mu.versions.current
+	bestLevel, bestScore := -1, 1.0
+	if n := len(v.levels[0]); n > 0 && !anyCompacting(v.levels[0]) {
+		if s := float64(n) / float64(d.opts.L0CompactionTrigger); s >= bestScore {
+			bestLevel, bestScore = 0, s
+		}
+	}
+	for l := 1; l < numLevels-1; l++ {
+		var size uint64
+		for _, f := range v.levels[l] {
+			if !f.compacting {
+				size += f.Size
+			}
+		}
+		if s := float64(size) / float64(d.levelTarget(l)); s > bestScore {
+			bestLevel, bestScore = l, s
+		}
+	}
+	if bestLevel < 0 {
+		return nil
+	}
+	if bestLevel == 0 {
+		return d.setupCompactionLocked(0, v.levels[0], "l0-count")
+	}
+	// Round robin: the first table after the last one compacted.
+	files := v.levels[bestLevel]
+	start := searchLevel(files, d.mu.compactPointer[bestLevel])
+	for i := 0; i < len(files); i++ {
+		f := files[(start+i)%len(files)]
+		if f.compacting {
+			continue
+		}
+		if c := d.setupCompactionLocked(bestLevel, []*tableMeta{f}, "level-size"); c != nil {
+			d.mu.compactPointer[bestLevel] = append([]byte(nil), f.Largest...)
+			d.mu.compactPointer[bestLevel] = append(d.mu.compactPointer[bestLevel], 0)
+			return c
+		}
+	}
+	return nil
+}
+
+// setupCompactionLocked adds the overlapping tables of the next level and
+// decides whether the compaction can drop deleted data. nil when an input
+// is busy.
+func (d *DB) setupCompactionLocked(level int, inputs []*tableMeta, reason string) *compaction {
+	v := d.mu.versions.current
+	if len(inputs) == 0 || anyCompacting(inputs) {
+		return nil
+	}
+	c := &compaction{startLevel: level, outputLevel: level + 1, reason: reason}
+	c.inputs[0] = inputs
+	c.smallest, c.largest = bounds(inputs)
+	c.inputs[1] = v.overlaps(c.outputLevel, c.smallest, c.largest)
+	if anyCompacting(c.inputs[1]) {
+		return nil
+	}
+	if len(c.inputs[1]) > 0 {
+		lo, hi := bounds(c.allInputs())
+		c.smallest, c.largest = lo, hi
+	}
+	c.elide = true
+	for l := c.outputLevel + 1; l < numLevels; l++ {
+		if len(v.overlaps(l, c.smallest, c.largest)) > 0 {
+			c.elide = false
+			break
+		}
+	}
+	c.move = level > 0 && len(c.inputs[0]) == 1 && len(c.inputs[1]) == 0 && !c.elide
+	return c
+}
+
+// maybeScheduleCompactionLocked starts background compactions up to the
+// concurrency bound. d.mu is held.
+func (d *DB) maybeScheduleCompactionLocked() {
+	for d.mu.compacting < d.opts.MaxConcurrentCompactions && d.mu.manual == 0 &&
+		!d.mu.closed && !d.mu.closing && d.mu.bgErr == nil && !d.opts.ReadOnly {
+		c := d.pickLocked()
+		if c == nil {
+			return
+		}
+		d.startCompactionLocked(c)
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			err := d.runCompaction(c)
+			d.mu.Lock()
+			d.finishCompactionLocked(c)
+			if err != nil {
+				d.mu.Unlock()
+				d.setBackgroundError(fmt.Errorf("compaction %s: %w", c, err))
+				return
+			}
+			d.maybeScheduleCompactionLocked()
+			d.mu.Unlock()
+		}()
+	}
+}
+
+func (d *DB) startCompactionLocked(c *compaction) {
+	for _, f := range c.allInputs() {
+		f.compacting = true
+	}
+	d.mu.compacting++
+}
+
+func (d *DB) finishCompactionLocked(c *compaction) {
+	for _, f := range c.allInputs() {
+		f.compacting = false
+	}
+	d.mu.compacting--
+	d.mu.cond.Broadcast()
+}
+
+// runCompaction merges the inputs and installs the outputs.
+func (d *DB) runCompaction(c *compaction) error {
+	e := &manifest.Edit{}
+	for i, in := range c.inputs {
+		level := []int{c.startLevel, c.outputLevel}[i]
+		for _, f := range in {
+			e.Deleted = append(e.Deleted, manifest.DeletedFile{Level: level, FileNum: f.FileNum})
+		}
+	}
+	if c.move {
+		e.Added = append(e.Added, manifest.NewFile{Level: c.outputLevel, Meta: c.inputs[0][0].FileMetadata})
+		d.mu.Lock()
+		err := d.mu.versions.logAndApply(e)
+		if err == nil {
+			d.updateReadStateLocked()
+		}
+		d.mu.Unlock()
+		d.metrics.moves.Add(1)
+		return err
+	}
+	d.mu.Lock()
+	snapshots := d.mu.snapshots.seqs()
+	d.mu.Unlock()
+
+	var iters []base.InternalIterator
+	var tombs []base.RangeTombstone
+	var inBytes uint64
+	closeAll := func() {
+		for _, it := range iters {
+			it.Close()
+		}
+	}
+	for _, f := range c.allInputs() {
+		inBytes += f.Size
+		r, release, err := d.tableCache.get(f.FileNum)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		tombs = append(tombs, cloneTombstones(r.RangeTombstones())...)
+		iters = append(iters, &tableIter{Iterator: r.NewIter(), release: release, r: r})
+	}
+	miter := newMergingIter(iters)
+	ci := newCompactionIter(miter, snapshots, fragment(tombs), c.elide)
+	outputs, written, err := d.writeTables(ci, uint64(d.opts.TargetFileSize))
+	miter.Close()
+	if err != nil {
+		return err
+	}
+	for _, f := range outputs {
+		e.Added = append(e.Added, manifest.NewFile{Level: c.outputLevel, Meta: f})
+	}
+	d.mu.Lock()
+	err = d.mu.versions.logAndApply(e)
+	if err == nil {
+		d.updateReadStateLocked()
+	}
+	d.mu.Unlock()
+	if err != nil {
+		for _, f := range outputs {
+			d.opts.FS.Remove(d.tablePath(f.FileNum))
+		}
+		return err
+	}
+	d.metrics.compactions.Add(1)
+	d.metrics.compactBytesIn.Add(inBytes)
+	d.metrics.compactBytesOut.Add(written)
+	d.opts.Logger.Debug("compacted", "compaction", c.String(), "in", inBytes, "out", written, "dropped", ci.dropped)
+	return nil
+}
+
+// Compact compacts every table overlapping [start, end] (nil: open) down
+// to the lowest level that holds data, after flushing the memtables.
+func (d *DB) Compact(start, end []byte) error {
+	if d.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if err := d.Flush(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.manual++
+	defer func() {
+		d.mu.manual--
+		d.maybeScheduleCompactionLocked()
+	}()
+	for d.mu.compacting > 0 && !d.mu.closed {
+		d.mu.cond.Wait()
+	}
+	for level := 0; level < numLevels-1; level++ {
+		if d.mu.closed {
+			return ErrClosed
+		}
+		if d.mu.bgErr != nil {
+			return d.mu.bgErr
+		}
+		v := d.mu.versions.current
+		deepest := 0
+		for l := numLevels - 1; l > 0; l-- {
+			if len(v.levels[l]) > 0 {
+				deepest = l
+				break
+			}
+		}
+		inputs := v.overlaps(level, start, end)
+		// Tables of level >= 1 go down until the deepest level with data
+		// (that last step merges them with it and drops deleted data).
+		if len(inputs) == 0 || (level > 0 && level >= deepest) {
+			continue
+		}
+		if level == 0 {
+			inputs = v.levels[0] // L0 tables may overlap each other: take all
+		}
+		c := d.setupCompactionLocked(level, inputs, "manual")
+		if c == nil {
+			return fmt.Errorf("lsm: manual compaction of L%d: inputs busy", level)
+		}
+		c.move = false
+		d.startCompactionLocked(c)
+		d.mu.Unlock()
+		err := d.runCompaction(c)
+		d.mu.Lock()
+		d.finishCompactionLocked(c)
+		if err != nil {
+			d.mu.Unlock()
+			d.setBackgroundError(fmt.Errorf("compaction %s: %w", c, err))
+			d.mu.Lock()
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package lsm
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
+)
+
+// maybeScheduleFlushLocked starts the flush goroutine when immutable
+// memtables wait and none runs. d.mu is held.
+func (d *DB) maybeScheduleFlushLocked() {
+	if d.mu.flushing || len(d.mu.mem.queue) == 0 || d.mu.closed || d.mu.bgErr != nil || d.opts.ReadOnly {
+		return
+	}
+	d.mu.flushing = true
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		for {
+			err := d.flushQueued()
+			d.mu.Lock()
+			if err != nil {
+				d.mu.flushing = false
+				d.mu.Unlock()
+				d.setBackgroundError(fmt.Errorf("flush: %w", err))
+				return
+			}
+			if len(d.mu.mem.queue) == 0 || d.mu.closed {
+				d.mu.flushing = false
+				d.mu.cond.Broadcast()
+				d.mu.Unlock()
+				return
+			}
+			d.mu.Unlock()
+		}
+	}()
+}
+
+// flushQueued writes every queued immutable memtable into one L0 table,
+// records it in the manifest, drops the memtables and checkpoints the
+// journal.
+func (d *DB) flushQueued() error {
+	d.mu.Lock()
+	mems := append([]*memTable(nil), d.mu.mem.queue...)
+	snapshots := d.mu.snapshots.seqs()
+	d.mu.Unlock()
+	if len(mems) == 0 {
+		return nil
+	}
+	var iters []mergeInput
+	var tombs []base.RangeTombstone
+	for _, m := range mems {
+		m.writers.Wait()
+		iters = append(iters, m.NewIter())
+		tombs = append(tombs, m.Tombstones()...)
+	}
+	last := mems[len(mems)-1]
+	miter := newMergingIter(iters)
+	c := newCompactionIter(miter, snapshots, fragment(tombs), false)
+	outputs, written, err := d.writeTables(c, math.MaxUint64)
+	miter.Close()
+	if err != nil {
+		return err
+	}
+	e := &manifest.Edit{LastSeq: last.maxSeq, JournalLSN: last.lsn}
+	for _, f := range outputs {
+		e.Added = append(e.Added, manifest.NewFile{Level: 0, Meta: f})
+	}
+	d.mu.Lock()
+	if err := d.mu.versions.logAndApply(e); err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	d.mu.mem.queue = d.mu.mem.queue[len(mems):]
+	d.updateReadStateLocked()
+	d.maybeScheduleCompactionLocked()
+	d.mu.cond.Broadcast()
+	d.mu.Unlock()
+	d.metrics.flushes.Add(1)
+	d.metrics.flushBytes.Add(written)
+	if last.lsn > 0 {
+		if err := d.wal.Checkpoint(last.lsn); err != nil {
+			return fmt.Errorf("checkpoint journal at lsn %d: %w", last.lsn, err)
+		}
+	}
+	d.relieveJournalPressure()
+	return nil
+}
+
+// relieveJournalPressure rotates the mutable memtable when the journal is
+// more than half full, so that the next flush can free ring space.
+func (d *DB) relieveJournalPressure() {
+	st := d.wal.Stats()
+	if st.Capacity == 0 || st.LiveBytes*2 < st.Capacity {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mu.closed || d.mu.bgErr != nil || d.mu.mem.mutable.Empty() || len(d.mu.mem.queue) > 0 {
+		// A running flush checks again when it ends.
+		return
+	}
+	d.rotateLocked(0)
+}
+
+// Flush writes every memtable to disk and waits for it.
+func (d *DB) Flush() error {
+	if d.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mu.closed {
+		return ErrClosed
+	}
+	if !d.mu.mem.mutable.Empty() {
+		d.rotateLocked(0)
+	}
+	for len(d.mu.mem.queue) > 0 && d.mu.bgErr == nil && !d.mu.closed {
+		d.maybeScheduleFlushLocked()
+		d.mu.cond.Wait()
+	}
+	if d.mu.closed {
+		return ErrClosed
+	}
+	return d.mu.bgErr
+}
+
+// mergeInput is an input of a merging iterator.
+type mergeInput = base.InternalIterator

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sstable_test
+
+const raceEnabled = false

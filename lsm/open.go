@@ -1,0 +1,429 @@
+package lsm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/lsmfs/lsmfs/blockcache"
+	"github.com/lsmfs/lsmfs/journal"
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
+)
+
+const defaultJournalName = "journal"
+
+// Format creates a new, empty engine in dir (creating dir) and formats its
+// journal: a file DIR/journal of opts.Journal.Size bytes, or the block
+// device (or file) named by opts.Journal.Path. It refuses a directory that
+// already holds an engine.
+func Format(dir string, opts *Options) error {
+	if opts == nil {
+		opts = &Options{}
+	}
+	o := *opts
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if err := o.FS.MkdirAll(dir); err != nil {
+		return fmt.Errorf("format %s: %w", dir, err)
+	}
+	if _, err := o.FS.Stat(vfs.Join(dir, "CURRENT")); err == nil {
+		return fmt.Errorf("format %s: already holds an lsmfs engine", dir)
+	}
+	if o.UUID == ([16]byte{}) {
+		return fmt.Errorf("format %s: no UUID given", dir)
+	}
+	jpath := o.Journal.Path
+	if jpath == "" || jpath == vfs.Join(dir, defaultJournalName) {
+		jpath = ""
+		if err := formatFileJournal(o.FS, vfs.Join(dir, defaultJournalName), o.UUID, o.Journal.Size); err != nil {
+			return err
+		}
+	} else {
+		dev, size, err := openExternalJournal(jpath, true, o.Journal.Size)
+		if err != nil {
+			return fmt.Errorf("format journal %s: %w", jpath, err)
+		}
+		err = journal.Format(dev, journal.FormatOptions{UUID: o.UUID, Size: size})
+		if cerr := dev.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("format journal %s: %w", jpath, err)
+		}
+	}
+	vs := newVersionSet(o.FS, dir, o.Logger, o.MaxManifestSize)
+	vs.uuid = o.UUID
+	vs.journalPath = jpath
+	vs.nextFileNum = 1
+	if err := vs.rotate(); err != nil {
+		return fmt.Errorf("format %s: %w", dir, err)
+	}
+	return vs.close()
+}
+
+func formatFileJournal(fsys vfs.FS, path string, uuid [16]byte, size int64) error {
+	f, err := fsys.Create(path)
+	if err != nil {
+		return fmt.Errorf("create journal %s: %w", path, err)
+	}
+	if err := f.Preallocate(size); err != nil {
+		f.Close()
+		return fmt.Errorf("allocate journal %s: %w", path, err)
+	}
+	if err := journal.Format(f, journal.FormatOptions{UUID: uuid, Size: size}); err != nil {
+		f.Close()
+		return fmt.Errorf("format journal %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync journal %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(path))
+}
+
+// openExternalJournal opens a journal outside the engine's directory: a
+// block device, or a regular file (created with size bytes when create is
+// set).
+func openExternalJournal(path string, create bool, size int64) (journal.Device, int64, error) {
+	fi, err := os.Stat(path)
+	if err == nil && fi.Mode()&os.ModeDevice != 0 {
+		return journal.OpenBlockDevice(path)
+	}
+	if create && errors.Is(err, fs.ErrNotExist) {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		f.Close()
+	} else if err != nil {
+		return nil, 0, err
+	}
+	return journal.OpenFile(path)
+}
+
+// Open opens the engine in dir.
+func Open(dir string, opts *Options) (*DB, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	o := *opts
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	d := &DB{dirname: dir, opts: &o}
+	d.mu.cond.L = &d.mu.Mutex
+	d.mu.snapshots.init()
+	ok := false
+	defer func() {
+		if !ok {
+			d.abandon()
+		}
+	}()
+
+	if _, err := o.FS.Stat(dir); err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	lock, err := o.FS.Lock(vfs.Join(dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: in use by another process: %w", dir, err)
+	}
+	d.dirLock = lock
+
+	vs := newVersionSet(o.FS, dir, o.Logger, o.MaxManifestSize)
+	if err := vs.load(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	if o.UUID != ([16]byte{}) && o.UUID != vs.uuid {
+		return nil, fmt.Errorf("open %s: engine belongs to %s, not %s", dir, fmtUUID(vs.uuid), fmtUUID(o.UUID))
+	}
+	d.mu.versions = vs
+
+	if o.Cache != nil {
+		d.cache = o.Cache
+	} else if o.CacheSize > 0 {
+		if d.cache, err = blockcache.New(o.CacheSize); err != nil {
+			return nil, fmt.Errorf("open %s: block cache: %w", dir, err)
+		}
+		d.ownCache = true
+	}
+	d.tableCache = newTableCache(o.FS, dir, d.cache, &d.readStats, 10000)
+
+	if err := d.openJournal(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	d.mu.mem.mutable = d.newMemTable(0)
+	if err := d.replay(); err != nil {
+		return nil, fmt.Errorf("open %s: replay journal: %w", dir, err)
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !o.ReadOnly {
+		// A fresh manifest: appends never follow a torn tail.
+		if err := vs.rotate(); err != nil {
+			return nil, fmt.Errorf("open %s: %w", dir, err)
+		}
+		vs.current.onObsolete = d.deleteObsolete
+		d.removeGarbageLocked()
+	}
+	d.updateReadStateLocked()
+	if !o.ReadOnly {
+		d.maybeScheduleFlushLocked()
+		d.maybeScheduleCompactionLocked()
+	}
+	ok = true
+	d.opened.Store(true)
+	return d, nil
+}
+
+func fmtUUID(u [16]byte) string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+func (d *DB) openJournal() error {
+	o := d.opts
+	vs := d.mu.versions
+	path := o.Journal.Path
+	if path == "" {
+		path = vs.journalPath
+	}
+	var dev journal.Device
+	var size int64
+	if path == "" || path == vfs.Join(d.dirname, defaultJournalName) {
+		path = vfs.Join(d.dirname, defaultJournalName)
+		var f vfs.File
+		var err error
+		if o.ReadOnly {
+			f, err = o.FS.Open(path)
+		} else {
+			f, err = o.FS.OpenReadWrite(path)
+		}
+		if err != nil {
+			return fmt.Errorf("open journal %s: %w", path, err)
+		}
+		if size, err = f.Size(); err != nil {
+			f.Close()
+			return fmt.Errorf("open journal %s: %w", path, err)
+		}
+		dev = f
+	} else {
+		var err error
+		if dev, size, err = openExternalJournal(path, false, 0); err != nil {
+			return fmt.Errorf("open journal %s: %w", path, err)
+		}
+	}
+	j, err := journal.Open(dev, journal.Options{
+		UUID:               vs.uuid,
+		Size:               size,
+		CommitInterval:     o.Journal.CommitInterval,
+		MaxFrameBytes:      o.Journal.MaxFrameBytes,
+		DisableCompression: o.Journal.DisableCompression,
+		OnPressure:         d.onJournalPressure,
+		Logger:             o.Logger,
+	})
+	if err != nil {
+		dev.Close()
+		return fmt.Errorf("open journal %s: %w", path, err)
+	}
+	d.wal = j
+	return nil
+}
+
+// replay applies the journal's records that the tables do not hold.
+func (d *DB) replay() error {
+	vs := d.mu.versions
+	lastSeq := vs.lastSeq
+	var replayed int
+	err := d.wal.Replay(vs.journalLSN+1, func(lsn uint64, rec []byte) error {
+		r, err := newBatchReader(rec)
+		if err != nil {
+			return fmt.Errorf("record lsn=%d: %w", lsn, err)
+		}
+		last := r.seq + base.SeqNum(r.count) - 1
+		if r.count == 0 || last <= vs.lastSeq {
+			return nil // already in tables
+		}
+		if r.seq != lastSeq+1 {
+			return fmt.Errorf("record lsn=%d: batch seq %d does not follow %d: %w", lsn, r.seq, lastSeq, ErrCorrupt)
+		}
+		need := uint64(len(rec)) + uint64(r.count)*memEntryOverhead
+		if d.mu.mem.mutable.Available() < need {
+			d.mu.mem.queue = append(d.mu.mem.queue, d.mu.mem.mutable)
+			d.mu.mem.mutable = d.newMemTable(need)
+		}
+		m := d.mu.mem.mutable
+		if err := applyBatchToMemtable(m, rec); err != nil {
+			return fmt.Errorf("record lsn=%d: %w", lsn, err)
+		}
+		m.lsn, m.maxSeq = lsn, last
+		lastSeq = last
+		replayed++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	d.commit.lastSeq = lastSeq
+	d.visibleSeq.Store(lastSeq)
+	if replayed > 0 {
+		d.opts.Logger.Info("replayed journal", "batches", replayed, "last_seq", lastSeq)
+		if !d.opts.ReadOnly {
+			// Make replayed data flushable so the journal can be checkpointed.
+			d.mu.mem.queue = append(d.mu.mem.queue, d.mu.mem.mutable)
+			d.mu.mem.mutable = d.newMemTable(0)
+		}
+	}
+	return nil
+}
+
+// onJournalPressure runs when the journal is half full: rotate so a flush
+// can free ring space. Never blocks the journal.
+func (d *DB) onJournalPressure() {
+	if d.opened.Load() {
+		d.relieveJournalPressure()
+	}
+}
+
+// removeGarbageLocked deletes files the manifest does not name.
+func (d *DB) removeGarbageLocked() {
+	vs := d.mu.versions
+	names, err := d.opts.FS.List(d.dirname)
+	if err != nil {
+		d.opts.Logger.Warn("list data directory", "err", err)
+		return
+	}
+	for _, name := range names {
+		var garbage bool
+		switch {
+		case strings.HasSuffix(name, ".sst"):
+			n, err := strconv.ParseUint(strings.TrimSuffix(name, ".sst"), 10, 64)
+			garbage = err == nil && vs.files[n] == nil
+		case strings.HasPrefix(name, "MANIFEST-"):
+			garbage = name != manifest.FileName(vs.manifestNum)
+		case name == "CURRENT.tmp":
+			garbage = true
+		}
+		if garbage {
+			if err := d.opts.FS.Remove(vfs.Join(d.dirname, name)); err != nil {
+				d.opts.Logger.Warn("remove garbage", "file", name, "err", err)
+			} else {
+				d.opts.Logger.Debug("removed garbage", "file", name)
+			}
+		}
+	}
+}
+
+// deleteObsolete removes tables no version references. It may be called
+// with d.mu held, so the work happens on a goroutine of its own.
+func (d *DB) deleteObsolete(files []*tableMeta) {
+	go func() {
+		for _, f := range files {
+			d.tableCache.evict(f.FileNum)
+			if d.closedForDeletes.Load() {
+				continue // the next open removes it as garbage
+			}
+			if err := d.opts.FS.Remove(d.tablePath(f.FileNum)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				d.opts.Logger.Warn("remove obsolete table", "file", tableFileName(f.FileNum), "err", err)
+			}
+		}
+	}()
+}
+
+// Close flushes the memtables (unless read-only or failed), closes the
+// journal and releases the directory.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if d.mu.closed || d.mu.closing {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.mu.closing = true
+	d.mu.cond.Broadcast()
+	d.mu.Unlock()
+
+	// No writer is inside the commit section after this.
+	d.commit.Lock()
+	defer d.commit.Unlock()
+
+	var errs []error
+	d.mu.Lock()
+	if !d.opts.ReadOnly && d.mu.bgErr == nil {
+		if !d.mu.mem.mutable.Empty() {
+			d.rotateLocked(0)
+		}
+		for len(d.mu.mem.queue) > 0 && d.mu.bgErr == nil {
+			d.maybeScheduleFlushLocked()
+			d.mu.cond.Wait()
+		}
+	}
+	for d.mu.compacting > 0 || d.mu.flushing {
+		d.mu.cond.Wait()
+	}
+	d.mu.closed = true
+	d.mu.cond.Broadcast()
+	d.mu.Unlock()
+	d.bg.Wait()
+	d.closedForDeletes.Store(true)
+
+	if d.wal != nil {
+		if err := d.wal.Close(); err != nil && !errors.Is(err, journal.ErrClosed) {
+			errs = append(errs, fmt.Errorf("close journal: %w", err))
+		}
+	}
+	d.mu.Lock()
+	if err := d.mu.versions.close(); err != nil {
+		errs = append(errs, err)
+	}
+	d.readState.Lock()
+	rs := d.readState.val
+	d.readState.val = &readState{}
+	d.readState.Unlock()
+	d.mu.Unlock()
+	if rs != nil {
+		rs.unref()
+	}
+	d.tableCache.close()
+	if d.ownCache {
+		d.cache.Close()
+	}
+	if d.dirLock != nil {
+		d.dirLock.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// abandon releases what a failed Open acquired.
+func (d *DB) abandon() {
+	d.closedForDeletes.Store(true)
+	if d.wal != nil {
+		d.wal.Close()
+	}
+	if d.mu.versions != nil {
+		d.mu.versions.close()
+	}
+	if d.tableCache != nil {
+		d.tableCache.close()
+	}
+	if d.ownCache && d.cache != nil {
+		d.cache.Close()
+	}
+	if d.dirLock != nil {
+		d.dirLock.Close()
+	}
+}
