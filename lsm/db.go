@@ -54,8 +54,8 @@ type DB struct {
 		// compactPointer[l] is where the next size-triggered compaction of
 		// level l starts (round robin over the key space).
 		compactPointer [numLevels][]byte
-		closed     bool
-		closing    bool
+		closed         bool
+		closing        bool
 		// bgErr is sticky: after a failed flush or compaction write, writes
 		// fail with it and reads go on (fail-stop).
 		bgErr error
@@ -66,11 +66,11 @@ type DB struct {
 		val *readState
 	}
 
-	bg      sync.WaitGroup // background goroutines
+	bg sync.WaitGroup // background goroutines
 	// closedForDeletes stops obsolete-table deletion once Close ran.
 	closedForDeletes atomic.Bool
 	// opened is set once Open has finished.
-	opened atomic.Bool
+	opened  atomic.Bool
 	metrics dbMetrics
 }
 

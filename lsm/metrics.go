@@ -38,17 +38,17 @@ type Metrics struct {
 	// FlushBytes and CompactionBytes are the table bytes written since open.
 	FlushBytes, CompactionBytes uint64
 	// CompactionBytesIn is the table bytes read by compactions.
-	CompactionBytesIn      uint64
-	Flushes, Compactions   uint64
-	Moves                  uint64
-	WriteStalls            uint64
-	BloomUseful            uint64
-	BloomUseless           uint64
-	TableBlocksRead        uint64
-	TableBytesRead         uint64
-	Cache                  blockcache.Metrics
-	Journal                journal.Stats
-	BackgroundError        string
+	CompactionBytesIn    uint64
+	Flushes, Compactions uint64
+	Moves                uint64
+	WriteStalls          uint64
+	BloomUseful          uint64
+	BloomUseless         uint64
+	TableBlocksRead      uint64
+	TableBytesRead       uint64
+	Cache                blockcache.Metrics
+	Journal              journal.Stats
+	BackgroundError      string
 }
 
 // WriteAmplification is bytes written to disk (journal, flushes,
