@@ -167,6 +167,7 @@ func (d *DB) maybeScheduleCompactionLocked() {
 		go func() {
 			defer d.bg.Done()
 			err := d.runCompaction(c)
+			d.purgeObsolete()
 			d.mu.Lock()
 			d.finishCompactionLocked(c)
 			if err != nil {
@@ -317,6 +318,7 @@ func (d *DB) Compact(start, end []byte) error {
 		d.startCompactionLocked(c)
 		d.mu.Unlock()
 		err := d.runCompaction(c)
+		d.purgeObsolete()
 		d.mu.Lock()
 		d.finishCompactionLocked(c)
 		if err != nil {

@@ -67,8 +67,11 @@ type DB struct {
 	}
 
 	bg sync.WaitGroup // background goroutines
-	// closedForDeletes stops obsolete-table deletion once Close ran.
-	closedForDeletes atomic.Bool
+	// obsolete queues tables to remove (see deleteObsolete).
+	obsolete struct {
+		sync.Mutex
+		files []uint64
+	}
 	// opened is set once Open has finished.
 	opened  atomic.Bool
 	metrics dbMetrics

@@ -86,6 +86,7 @@ func (d *DB) flushQueued() error {
 		}
 	}
 	d.relieveJournalPressure()
+	d.purgeObsolete()
 	return nil
 }
 

@@ -153,6 +153,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: engine belongs to %s, not %s", dir, fmtUUID(vs.uuid), fmtUUID(o.UUID))
 	}
 	d.mu.versions = vs
+	for _, f := range vs.files {
+		if _, err := o.FS.Stat(d.tablePath(f.FileNum)); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("open %s: %w", dir, base.Corruptf(tableFileName(f.FileNum), -1, "table named by the manifest is missing"))
+			}
+			return nil, fmt.Errorf("open %s: %w", dir, err)
+		}
+	}
 
 	if o.Cache != nil {
 		d.cache = o.Cache
@@ -329,20 +337,28 @@ func (d *DB) removeGarbageLocked() {
 	}
 }
 
-// deleteObsolete removes tables no version references. It may be called
-// with d.mu held, so the work happens on a goroutine of its own.
+// deleteObsolete queues tables no version references for removal. It may be
+// called with d.mu held (and from readers), so it only queues.
 func (d *DB) deleteObsolete(files []*tableMeta) {
-	go func() {
-		for _, f := range files {
-			d.tableCache.evict(f.FileNum)
-			if d.closedForDeletes.Load() {
-				continue // the next open removes it as garbage
-			}
-			if err := d.opts.FS.Remove(d.tablePath(f.FileNum)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				d.opts.Logger.Warn("remove obsolete table", "file", tableFileName(f.FileNum), "err", err)
-			}
+	d.obsolete.Lock()
+	for _, f := range files {
+		d.obsolete.files = append(d.obsolete.files, f.FileNum)
+	}
+	d.obsolete.Unlock()
+}
+
+// purgeObsolete removes the queued tables. Called without d.mu.
+func (d *DB) purgeObsolete() {
+	d.obsolete.Lock()
+	files := d.obsolete.files
+	d.obsolete.files = nil
+	d.obsolete.Unlock()
+	for _, n := range files {
+		d.tableCache.evict(n)
+		if err := d.opts.FS.Remove(d.tablePath(n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.opts.Logger.Warn("remove obsolete table", "file", tableFileName(n), "err", err)
 		}
-	}()
+	}
 }
 
 // Close flushes the memtables (unless read-only or failed), closes the
@@ -379,7 +395,6 @@ func (d *DB) Close() error {
 	d.mu.cond.Broadcast()
 	d.mu.Unlock()
 	d.bg.Wait()
-	d.closedForDeletes.Store(true)
 
 	if d.wal != nil {
 		if err := d.wal.Close(); err != nil && !errors.Is(err, journal.ErrClosed) {
@@ -398,6 +413,7 @@ func (d *DB) Close() error {
 	if rs != nil {
 		rs.unref()
 	}
+	d.purgeObsolete()
 	d.tableCache.close()
 	if d.ownCache {
 		d.cache.Close()
@@ -410,7 +426,6 @@ func (d *DB) Close() error {
 
 // abandon releases what a failed Open acquired.
 func (d *DB) abandon() {
-	d.closedForDeletes.Store(true)
 	if d.wal != nil {
 		d.wal.Close()
 	}

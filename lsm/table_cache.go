@@ -2,10 +2,13 @@ package lsm
 
 import (
 	"container/list"
+	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 
 	"github.com/lsmfs/lsmfs/blockcache"
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/sstable"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
@@ -83,6 +86,9 @@ func (c *tableCache) open(fileNum uint64) (*sstable.Reader, error) {
 	name := tableFileName(fileNum)
 	f, err := c.fs.Open(vfs.Join(c.dirname, name))
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, base.Corruptf(name, -1, "table named by the manifest is missing")
+		}
 		return nil, fmt.Errorf("open sstable %s: %w", name, err)
 	}
 	size, err := f.Size()
