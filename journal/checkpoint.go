@@ -1,0 +1,120 @@
+package journal
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Checkpoint declares that records with lsn <= lsn are no longer needed (the
+// engine flushed them into tables). It writes the new checkpoint to the
+// older superblock copy, forces it, and only then frees the ring space of
+// the frames before the one holding lsn+1, waking writers that wait for
+// space. A checkpoint at or below the current one is a no-op. lsn may be
+// above the last durable lsn (records still pending are then simply not
+// replayed after a crash) but not above the last enqueued one
+// (ErrCheckpointAhead).
+//
+// Checkpoint may run concurrently with writers, including writers blocked
+// for ring space; it never waits for the committer.
+func (j *Journal) Checkpoint(lsn uint64) error {
+	j.ckptMu.Lock()
+	defer j.ckptMu.Unlock()
+	j.mu.Lock()
+	if err := j.errLocked(); err != nil {
+		j.mu.Unlock()
+		return err
+	}
+	if lsn <= j.mu.ckpt.lsn {
+		j.mu.Unlock()
+		return nil
+	}
+	if lsn >= j.mu.nextLSN {
+		last := j.mu.nextLSN - 1
+		j.mu.Unlock()
+		return fmt.Errorf("journal: checkpoint lsn=%d: %w (last enqueued lsn=%d)", lsn, ErrCheckpointAhead, last)
+	}
+	pos := j.checkpointPosLocked(lsn)
+	j.mu.Unlock()
+
+	sb := superblock{
+		uuid: j.uuid, nonce: j.nonce, generation: j.sbGen + 1,
+		ringStart: j.ringStart, ringSize: j.ringSize, ckpt: pos,
+	}
+	sb.encode(j.sbBuf)
+	off := int64(sb.copyIndex()) * BlockSize
+	j.ioMu.Lock()
+	err := writeFull(j.dev, j.sbBuf, off)
+	if err == nil {
+		if err = j.dev.Sync(); err != nil {
+			err = fmt.Errorf("journal: force superblock: %w", err)
+		}
+	}
+	j.ioMu.Unlock()
+	if err != nil {
+		// The write may have torn the older copy; the newer one still holds
+		// the previous checkpoint, whose frames are intact. But a failed
+		// force leaves the device state unknown: fail-stop.
+		err = fmt.Errorf("journal: checkpoint lsn=%d gen=%d: %w: %w", lsn, sb.generation, ErrFailed, err)
+		j.mu.Lock()
+		j.failLocked(err)
+		j.mu.Unlock()
+		return err
+	}
+	j.sbGen = sb.generation
+	j.stats.checkpoints.Add(1)
+
+	j.mu.Lock()
+	j.freeLocked(pos)
+	j.mu.pressureArmed = true
+	if j.mu.used > j.ringSize/2 {
+		// Still more than half full (the engine checkpointed less than it
+		// could): ask again.
+		j.mu.pressureArmed = false
+		j.signalPressure()
+	}
+	j.checkInvariantsLocked()
+	j.mu.cond.Broadcast()
+	j.mu.Unlock()
+	return nil
+}
+
+// checkpointPosLocked is where replay must start once records <= lsn are no
+// longer needed: the first placed frame holding a record above lsn, or, if
+// there is none, the place of the next frame (head, or ringStart when that
+// frame will not fit before the ring end; replay tries both).
+func (j *Journal) checkpointPosLocked(lsn uint64) checkpointPos {
+	fs := j.mu.frames
+	i := sort.Search(len(fs), func(i int) bool { return fs[i].lastLSN > lsn })
+	if i < len(fs) {
+		return checkpointPos{lsn: lsn, off: fs[i].off, seq: fs[i].seq}
+	}
+	return checkpointPos{lsn: lsn, off: j.mu.head, seq: j.mu.placedSeq + 1}
+}
+
+// freeLocked moves the checkpoint to pos (durable in the superblock) and
+// releases the ring space before it.
+func (j *Journal) freeLocked(pos checkpointPos) {
+	fs := j.mu.frames
+	i := sort.Search(len(fs), func(i int) bool { return fs[i].seq >= pos.seq })
+	if i == len(fs) {
+		fs = nil // fresh slice: let the old array go
+	} else {
+		fs = fs[i:]
+	}
+	j.mu.frames = fs
+	j.mu.ckpt = pos
+	j.mu.used = j.liveBytes(pos.off, j.mu.head, len(fs) > 0)
+}
+
+// liveBytes is the ring distance from the checkpoint offset tail to head;
+// nonEmpty tells a full ring (tail == head) from an empty one.
+func (j *Journal) liveBytes(tail, head int64, nonEmpty bool) int64 {
+	d := head - tail
+	if d < 0 {
+		d += j.ringSize
+	}
+	if d == 0 && nonEmpty {
+		d = j.ringSize
+	}
+	return d
+}

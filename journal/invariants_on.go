@@ -1,0 +1,6 @@
+//go:build invariants
+
+package journal
+
+// invariants enables expensive self-checks (go test -tags invariants).
+const invariants = true
