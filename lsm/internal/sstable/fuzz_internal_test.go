@@ -54,7 +54,6 @@ func walkBlock(t *testing.T, data []byte) (fwd, bwd []string) {
 // forward and backward walks agree and seeks match a linear scan.
 func FuzzBlock(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		defer Watchdog(t, data)()
 		var c blockChecker
 		_, reason := checkDataEntries(&c, data, nil, nil)
 		fwd, bwd := walkBlock(t, data)

@@ -13,7 +13,6 @@ import (
 // forward and backward scans agree. Seeds: testdata/fuzz/FuzzTable.
 func FuzzTable(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		defer sstable.Watchdog(t, data)()
 		for _, verify := range []bool{true, false} {
 			open := sstable.Open
 			if !verify {
