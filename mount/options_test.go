@@ -1,0 +1,177 @@
+package mount_test
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/lsmfs/lsmfs/mount"
+)
+
+func TestParseOptions(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want mount.Config
+	}{
+		{nil, mount.Config{}},
+		{[]string{""}, mount.Config{}},
+		{[]string{"journal=/dev/sdb1,cache_size=512M"}, mount.Config{Journal: "/dev/sdb1", CacheSize: 512 << 20}},
+		{[]string{"cache_size=0"}, mount.Config{CacheSize: -1}},
+		{[]string{"memtable_size=1G", "commit_interval=250ms"}, mount.Config{MemtableSize: 1 << 30, CommitInterval: 250 * time.Millisecond}},
+		{[]string{"commit_interval=3"}, mount.Config{CommitInterval: 3 * time.Second}},
+		{[]string{"compression=none,l0_trigger=8,level_ratio=4,compaction_concurrency=2"},
+			mount.Config{Compression: "none", L0Trigger: 8, LevelRatio: 4, CompactionConcurrency: 2}},
+		{[]string{"ro,allow_other,debug,log=/var/log/lsmfs.log"},
+			mount.Config{ReadOnly: true, AllowOther: true, Debug: true, LogFile: "/var/log/lsmfs.log"}},
+		{[]string{"ro", "rw"}, mount.Config{}},
+		{[]string{"default_permissions"}, mount.Config{}},
+		{[]string{`journal=/j\,k`}, mount.Config{Journal: "/j,k"}},
+		{[]string{"fsname=disk0,subtype=lsmfs2"}, mount.Config{FsName: "disk0", Subtype: "lsmfs2"}},
+		{[]string{"nosuid,suid,nodev,noexec,exec,noatime,sync,dirsync"},
+			mount.Config{KernelFlags: []string{"suid", "nodev", "exec", "noatime", "sync", "dirsync"}}},
+		// What mount(8) and mount.fuse3 pass, and fstab/systemd options.
+		{[]string{"rw,noatime,nodev,relatime,nosuid,_netdev,nofail,users,exec,dev,suid"},
+			mount.Config{KernelFlags: []string{"noatime", "exec", "dev", "suid"},
+				Ignored: []string{"relatime", "_netdev", "nofail", "users"}}},
+		{[]string{"defaults,noauto,auto,user,nouser,x-systemd.automount,x-gvfs-show,comment=systemd.foo"},
+			mount.Config{Ignored: []string{"defaults", "noauto", "auto", "user", "nouser",
+				"x-systemd.automount", "x-gvfs-show", "comment=systemd.foo"}}},
+	} {
+		got, err := mount.ParseOptions(tc.in...)
+		if err != nil {
+			t.Errorf("ParseOptions(%q): %v", tc.in, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseOptions(%q)\n got %+v\nwant %+v", tc.in, got, tc.want)
+		}
+		// String renders options that parse back to the same Config
+		// (ignored options are dropped).
+		back, err := mount.ParseOptions(got.String())
+		want := got
+		want.Ignored = nil
+		if err != nil || !reflect.DeepEqual(back, want) {
+			t.Errorf("ParseOptions(%q.String() = %q) = %+v, %v; want %+v", tc.in, got.String(), back, err, want)
+		}
+	}
+}
+
+func TestParseOptionsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // substring of the error, which must name the option
+	}{
+		{"bogus", `unknown mount option "bogus"`},
+		{"cache_size=12X", `"cache_size=12X"`},
+		{"cache_size", `"cache_size"`},
+		{"memtable_size=1K", `"memtable_size=1K"`}, // below the engine's minimum
+		{"memtable_size=0", `"memtable_size=0"`},
+		{"commit_interval=fast", `"commit_interval=fast"`},
+		{"commit_interval=-1s", `"commit_interval=-1s"`},
+		{"compression=zstd", `"compression=zstd"`},
+		{"l0_trigger=0", `"l0_trigger=0"`},
+		{"l0_trigger=100", `"l0_trigger=100"`}, // above the stop-writes trigger
+		{"level_ratio=1", `"level_ratio=1"`},
+		{"compaction_concurrency=x", `"compaction_concurrency=x"`},
+		{"journal=", `"journal="`},
+		{"log", `"log"`},
+		{"ro=1", `"ro=1"`},
+		{"allow_other=yes", `"allow_other=yes"`},
+		{"block_size=4096", "mkfs"},
+		{"journal_size=1G", "mkfs"},
+		{"nodefault_permissions", "default_permissions cannot be turned off"},
+		{"subtype=a b", `"subtype=a b"`},
+		{"rw,,bogus2", `"bogus2"`},
+	} {
+		_, err := mount.ParseOptions(tc.in)
+		if err == nil {
+			t.Errorf("ParseOptions(%q): no error", tc.in)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("ParseOptions(%q) = %q; want one line containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"0": 0, "4096": 4096, "4k": 4 << 10, "4K": 4 << 10, "4KiB": 4 << 10, "4KB": 4 << 10,
+		"64M": 64 << 20, "1G": 1 << 30, "2T": 2 << 40,
+	} {
+		got, err := mount.ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "K", "-1", "1.5G", "12X", "1P", "99999999999T"} {
+		if _, err := mount.ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q): no error", in)
+		}
+	}
+	for in, want := range map[int64]string{0: "0", 1000: "1000", 4096: "4K", 3 << 20: "3M", 1 << 30: "1G", 1<<30 + 1<<20: "1025M"} {
+		if got := mount.FormatSize(in); got != want {
+			t.Errorf("FormatSize(%d) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+// Every documented option parses (with a sample value), and the help text
+// lists every one with its default.
+func TestOptionsDocumented(t *testing.T) {
+	samples := map[string]string{
+		"PATH": "/x", "SIZE": "256M", "DURATION": "1s", "lz4|none": "none", "N": "3", "NAME": "n",
+	}
+	help := mount.OptionsHelp()
+	for _, d := range mount.Options() {
+		if d.Usage == "" || d.Group == "" {
+			t.Errorf("option %s: no usage or group", d.Name)
+		}
+		opt := strings.TrimSuffix(d.Name, "*")
+		if strings.HasSuffix(d.Name, "*") {
+			opt += "example"
+		}
+		if d.Arg != "" {
+			opt += "=" + samples[d.Arg]
+		}
+		if _, err := mount.ParseOptions(opt); err != nil {
+			t.Errorf("documented option %q does not parse: %v", opt, err)
+		}
+		if !strings.Contains(help, "  "+d.Name) {
+			t.Errorf("help does not list %s", d.Name)
+		}
+		if d.Default != "" && !strings.Contains(help, "(default: "+d.Default+")") {
+			t.Errorf("help does not show the default of %s", d.Name)
+		}
+	}
+	for _, name := range []string{"journal", "cache_size", "memtable_size", "commit_interval", "compression",
+		"allow_other", "default_permissions", "ro", "rw", "debug", "noauto", "nofail", "_netdev", "x-*"} {
+		if !slices.ContainsFunc(mount.Options(), func(d mount.OptionDoc) bool { return d.Name == name }) {
+			t.Errorf("option %s is not documented", name)
+		}
+	}
+}
+
+func TestFUSEOptions(t *testing.T) {
+	cfg, err := mount.ParseOptions("ro,allow_other,suid,noatime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.EnsureDefaults()
+	mo := cfg.FUSEOptions(fuse.MountOptions{MaxWrite: 1 << 20, Options: []string{"nosuid", "rw", "fsname=x"}}, "/data", nil)
+	if mo.FsName != "/data" || mo.Name != "lsmfs" || !mo.AllowOther || mo.MaxWrite != 1<<20 {
+		t.Errorf("FUSEOptions: %+v", mo)
+	}
+	want := []string{"fsname=x", "default_permissions", "ro", "suid", "noatime"}
+	if !reflect.DeepEqual(mo.Options, want) {
+		t.Errorf("FUSEOptions().Options = %q; want %q", mo.Options, want)
+	}
+	eo := cfg.EngineOptions(nil)
+	if !eo.ReadOnly {
+		t.Errorf("EngineOptions: not read-only")
+	}
+}
