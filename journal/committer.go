@@ -24,7 +24,7 @@ import (
 // further frame is written (the error is sticky).
 func (j *Journal) committer() {
 	defer close(j.committerDone)
-	enc := frameEncoder{seed: j.seed, compress: !j.opts.DisableCompression}
+	var enc *frameEncoder // allocated at the first frame: its LZ4 table is large
 	var buf []byte
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -36,7 +36,10 @@ func (j *Journal) committer() {
 			return
 		}
 		if f != nil {
-			buf = j.commit(f, &enc, buf)
+			if enc == nil {
+				enc = &frameEncoder{seed: j.seed, compress: !j.opts.DisableCompression}
+			}
+			buf = j.commit(f, enc, buf)
 			continue
 		}
 		if wait > 0 {

@@ -39,18 +39,8 @@ func Dump(w io.Writer, dev Device, opts DumpOptions) error {
 			i, sb.generation, FormatUUID(sb.uuid), sb.ringStart, sb.ringStart+sb.ringSize,
 			sb.ckpt.lsn, sb.ckpt.off, sb.ckpt.seq)
 	}
-	sb, err := readSuperblock(dev, slog.New(slog.DiscardHandler))
+	j, err := inspect(dev)
 	if err != nil {
-		fmt.Fprintf(w, "error: %v\n", err)
-		return err
-	}
-	j := &Journal{
-		dev: dev, log: slog.New(slog.DiscardHandler),
-		uuid: sb.uuid, nonce: sb.nonce, seed: frameSeed(sb.uuid, sb.nonce),
-		ringStart: sb.ringStart, ringEnd: sb.ringStart + sb.ringSize, ringSize: sb.ringSize,
-		maxFrameLen: sb.ringSize / 4,
-	}
-	if err := j.recover(sb); err != nil {
 		fmt.Fprintf(w, "error: %v\n", err)
 		return err
 	}
@@ -96,4 +86,23 @@ func Dump(w io.Writer, dev Device, opts DumpOptions) error {
 		fmt.Fprintf(w, "tail: %v\n", r.TailErr)
 	}
 	return nil
+}
+
+// inspect reads the superblock and recovers the log of dev without starting
+// a journal (no goroutines, nothing written).
+func inspect(dev Device) (*Journal, error) {
+	sb, err := readSuperblock(dev, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	j := &Journal{
+		dev: dev, log: slog.New(slog.DiscardHandler),
+		uuid: sb.uuid, nonce: sb.nonce, seed: frameSeed(sb.uuid, sb.nonce),
+		ringStart: sb.ringStart, ringEnd: sb.ringStart + sb.ringSize, ringSize: sb.ringSize,
+		maxFrameLen: sb.ringSize / 4,
+	}
+	if err := j.recover(sb); err != nil {
+		return nil, err
+	}
+	return j, nil
 }

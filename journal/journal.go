@@ -146,6 +146,12 @@ func (c *Commit) Done() <-chan struct{} { return c.f.done }
 // Format writes a fresh superblock on dev: an empty log owned by opts.UUID
 // whose first record will get lsn 1. Records of an earlier format become
 // unreadable. Format is the mkfs step; Open never formats.
+//
+// Format writes only the superblock. A regular file should be preallocated
+// with written blocks (CreateFile, or the vfs's Preallocate) so that frame
+// writes are overwrites and a force need not commit filesystem metadata; a
+// file that is shorter than the ring still works (it grows as frames are
+// written, and unwritten parts read as zeros).
 func Format(dev Device, opts FormatOptions) error {
 	size := opts.Size
 	if size == 0 {
@@ -205,15 +211,6 @@ func Open(dev Device, opts Options) (*Journal, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	size := o.Size
-	if size == 0 {
-		if _, ok := dev.(sizer); ok {
-			var err error
-			if size, err = deviceSize(dev); err != nil {
-				return nil, fmt.Errorf("journal: open: %w", err)
-			}
-		}
-	}
 	sb, err := readSuperblock(dev, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
@@ -221,9 +218,9 @@ func Open(dev Device, opts Options) (*Journal, error) {
 	if o.UUID != ([16]byte{}) && o.UUID != sb.uuid {
 		return nil, &UUIDMismatchError{Want: o.UUID, Found: sb.uuid}
 	}
-	if size > 0 && sb.ringStart+sb.ringSize > size {
+	if o.Size > 0 && sb.ringStart+sb.ringSize > o.Size {
 		return nil, fmt.Errorf("journal: open: %w: ring [%d, %d) beyond the device end %d",
-			ErrGeometry, sb.ringStart, sb.ringStart+sb.ringSize, size)
+			ErrGeometry, sb.ringStart, sb.ringStart+sb.ringSize, o.Size)
 	}
 	j := &Journal{
 		dev: dev, opts: o, log: o.Logger,

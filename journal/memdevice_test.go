@@ -155,5 +155,20 @@ func (d *memDevice) Clone() *memDevice {
 	return &memDevice{data: append([]byte(nil), d.data...), synced: append([]byte(nil), d.data...)}
 }
 
+// restore makes d an open, fully synced copy of base (reusing d's memory).
+func (d *memDevice) restore(base *memDevice) *memDevice {
+	base.mu.Lock()
+	defer base.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.data) != len(base.data) {
+		d.data, d.synced = make([]byte, len(base.data)), make([]byte, len(base.data))
+	}
+	copy(d.data, base.data)
+	copy(d.synced, base.data)
+	d.unsynced, d.closed, d.fault = d.unsynced[:0], false, nil
+	return d
+}
+
 // Bytes is the current content (shared: tests damage images through it).
 func (d *memDevice) Bytes() []byte { return d.data }

@@ -24,8 +24,8 @@ type Options struct {
 	UUID [16]byte
 
 	// Size is the device size in bytes; Open checks that the ring recorded in
-	// the superblock fits in it. 0: ask the device (if it has a Size method)
-	// and skip the check otherwise.
+	// the superblock fits in it. 0 skips the check (a regular file may be
+	// shorter than its ring until frames are written that far).
 	Size int64
 
 	// CommitInterval is the longest time a record enqueued with sync=false

@@ -197,8 +197,8 @@ func (j *Journal) recover(sb superblock) error {
 // returns the bytes read and the first such frame's seq and offset (seq 0 if
 // none).
 func (j *Journal) scanForLater(off, n int64, seq uint64, fbuf *[]byte) (scanned int64, laterSeq uint64, laterOff int64, err error) {
-	const chunk = 1 << 20
-	cbuf := alignedBuf(chunk)
+	chunk := min(1<<20, n)
+	cbuf := alignedBuf(int(chunk))
 	for n > 0 {
 		m := min(n, chunk, j.ringEnd-off)
 		if err := readFull(j.dev, cbuf[:m], off); err != nil {
