@@ -13,9 +13,13 @@
 // capacity; Add reports ErrFull when an entry does not fit, and the engine then
 // rotates to a new memtable. Arena layout of a node:
 //
-//	+-----------+-----------+-----------+--------+----------------------+-----+-------+
-//	| keyOff u32| keyLen u32| valLen u32| height | next[height] u32 ... | key | value |
-//	+-----------+-----------+-----------+--------+----------------------+-----+-------+
+//	+-----------+-----------+-----------+-------------+------------+----------------------+-----+-------+
+//	| keyOff u32| keyLen u32| valLen u32| height (4B) | prefix u64 | next[height] u32 ... | key | value |
+//	+-----------+-----------+-----------+-------------+------------+----------------------+-----+-------+
+//
+// prefix holds the user key's first 8 bytes (zero-padded, big-endian) so that
+// most comparisons during a search read one integer from the node instead of
+// following the key offset.
 //
 // Offsets are arena offsets; 0 is nil (the arena's first bytes are reserved).
 package memtable

@@ -10,8 +10,6 @@ import (
 
 const (
 	maxHeight = 20
-	// pValue is the probability of a node reaching the next level (1/4).
-	nodeHeader = 13 // keyOff, keyLen, valLen (u32 each), height (u8)
 )
 
 // node field offsets relative to the node start.
@@ -20,8 +18,31 @@ const (
 	fKeyLen = 4
 	fValLen = 8
 	fHeight = 12
-	fTower  = 16 // first next pointer, 4-byte aligned
+	fPrefix = 16 // first 8 user key bytes, zero-padded, big-endian
+	fTower  = 24 // first next pointer, 4-byte aligned
 )
+
+// keyPrefix returns the first 8 bytes of an encoded internal key's user key,
+// zero-padded, as a big-endian integer: prefixes order like user keys, and
+// equal prefixes need a full comparison.
+func keyPrefix(ikey []byte) uint64 {
+	u := ikey[:len(ikey)-base.TrailerLen]
+	if len(u) >= 8 {
+		return binary.BigEndian.Uint64(u)
+	}
+	var b [8]byte
+	copy(b[:], u)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// less reports whether node nd's key is < key (whose prefix is p).
+func (s *skiplist) less(nd uint32, key []byte, p uint64) bool {
+	np := binary.LittleEndian.Uint64(s.a.buf[nd+fPrefix:])
+	if np != p {
+		return np < p
+	}
+	return compareKeys(s.key(nd), key) < 0
+}
 
 // skiplist is an ordered set of encoded internal keys in an arena.
 type skiplist struct {
@@ -64,6 +85,9 @@ func (s *skiplist) newNode(key, value []byte, h int) (uint32, error) {
 	binary.LittleEndian.PutUint32(a.buf[nd+fKeyLen:], uint32(len(key)))
 	binary.LittleEndian.PutUint32(a.buf[nd+fValLen:], uint32(len(value)))
 	a.buf[nd+fHeight] = byte(h)
+	if len(key) >= base.TrailerLen {
+		binary.LittleEndian.PutUint64(a.buf[nd+fPrefix:], keyPrefix(key))
+	}
 	for i := 0; i < h; i++ {
 		binary.LittleEndian.PutUint32(a.buf[nd+fTower+uint32(4*i):], 0)
 	}
@@ -122,11 +146,12 @@ func compareKeys(a, b []byte) int {
 func (s *skiplist) add(key, value []byte) error {
 	var prev [maxHeight]uint32
 	x := s.head
+	p := keyPrefix(key)
 	listHeight := int(s.height.load())
 	for lvl := listHeight - 1; lvl >= 0; lvl-- {
 		for {
 			nx := s.next(x, lvl)
-			if nx == 0 || compareKeys(s.key(nx), key) >= 0 {
+			if nx == 0 || !s.less(nx, key, p) {
 				break
 			}
 			x = nx
@@ -154,31 +179,28 @@ func (s *skiplist) add(key, value []byte) error {
 // seekGE returns the first node whose key is >= key (encoded internal key
 // comparison), or 0.
 func (s *skiplist) seekGE(key []byte) uint32 {
+	return s.next(s.findLT(key), 0)
+}
+
+// findLT returns the last node < key, or the head.
+func (s *skiplist) findLT(key []byte) uint32 {
 	x := s.head
+	p := keyPrefix(key)
 	for lvl := int(s.height.load()) - 1; lvl >= 0; lvl-- {
 		for {
 			nx := s.next(x, lvl)
-			if nx == 0 || compareKeys(s.key(nx), key) >= 0 {
+			if nx == 0 || !s.less(nx, key, p) {
 				break
 			}
 			x = nx
 		}
 	}
-	return s.next(x, 0)
+	return x
 }
 
 // seekLT returns the last node whose key is < key, or 0 (head).
 func (s *skiplist) seekLT(key []byte) uint32 {
-	x := s.head
-	for lvl := int(s.height.load()) - 1; lvl >= 0; lvl-- {
-		for {
-			nx := s.next(x, lvl)
-			if nx == 0 || compareKeys(s.key(nx), key) >= 0 {
-				break
-			}
-			x = nx
-		}
-	}
+	x := s.findLT(key)
 	if x == s.head {
 		return 0
 	}

@@ -130,39 +130,47 @@ func readUvarint(b []byte, p, end int) (uint64, int, bool) {
 	return v, p + n, true
 }
 
-// decodeAt decodes the entry at off. When the entry shares a prefix, it.key
-// must hold the key of the entry just before off.
-func (it *blockIter) decodeAt(off int) bool {
+// decodeHeader decodes the header of the entry at off: its shared-prefix
+// length, its own key bytes and the offset of its value, checking that they
+// fit before the restart array.
+func (it *blockIter) decodeHeader(off int) (shared int, k []byte, p, vlen int, ok bool) {
 	end := it.restarts
 	if off < 0 || off >= end {
-		it.bad = true
-		return false
+		return 0, nil, 0, 0, false
 	}
-	var shared, unshared, vlen uint64
-	p := off
+	var sh, unshared, vl uint64
+	p = off
 	if p+3 <= end && it.data[p]|it.data[p+1]|it.data[p+2] < 0x80 {
-		shared, unshared, vlen = uint64(it.data[p]), uint64(it.data[p+1]), uint64(it.data[p+2])
+		sh, unshared, vl = uint64(it.data[p]), uint64(it.data[p+1]), uint64(it.data[p+2])
 		p += 3
 	} else {
 		var ok1, ok2, ok3 bool
-		shared, p, ok1 = readUvarint(it.data, p, end)
+		sh, p, ok1 = readUvarint(it.data, p, end)
 		if ok1 {
 			unshared, p, ok2 = readUvarint(it.data, p, end)
 		}
 		if ok2 {
-			vlen, p, ok3 = readUvarint(it.data, p, end)
+			vl, p, ok3 = readUvarint(it.data, p, end)
 		}
 		if !ok3 {
-			it.bad = true
-			return false
+			return 0, nil, 0, 0, false
 		}
 	}
-	if shared > uint64(len(it.key)) || unshared > uint64(end-p) || vlen > uint64(end-p)-unshared {
+	if sh > uint64(len(it.key)) || unshared > uint64(end-p) || vl > uint64(end-p)-unshared {
+		return 0, nil, 0, 0, false
+	}
+	k = it.data[p : p+int(unshared)]
+	return int(sh), k, p + int(unshared), int(vl), true
+}
+
+// decodeAt decodes the entry at off. When the entry shares a prefix, it.key
+// must hold the key of the entry just before off.
+func (it *blockIter) decodeAt(off int) bool {
+	shared, k, p, vlen, ok := it.decodeHeader(off)
+	if !ok {
 		it.bad = true
 		return false
 	}
-	k := it.data[p : p+int(unshared)]
-	p += int(unshared)
 	if shared == 0 {
 		it.key = k
 		it.keyInBuf = false
@@ -174,8 +182,8 @@ func (it *blockIter) decodeAt(off int) bool {
 		it.key = it.keyBuf
 		it.keyInBuf = true
 	}
-	it.val = it.data[p : p+int(vlen) : p+int(vlen)]
-	it.off, it.nextOff, it.shared = off, p+int(vlen), int(shared)
+	it.val = it.data[p : p+vlen : p+vlen]
+	it.off, it.nextOff, it.shared = off, p+vlen, shared
 	if n := len(it.key) - base.TrailerLen; n >= 0 {
 		it.ikey = base.InternalKey{UserKey: it.key[:n:n], Trailer: binary.LittleEndian.Uint64(it.key[n:])}
 	} else {
@@ -353,22 +361,8 @@ func (it *blockIter) seekLT(key []byte) bool {
 // length: a key can only grow by bytes stored within its group, so the keys
 // of a block add up to at most maxGroup times its length.
 func checkBlock(it *blockIter, b []byte, maxGroup int, fn func(key, val []byte) string) (n, badOff int, reason string) {
-	if !it.init(b) {
-		return 0, max(len(b)-4, 0), "bad restart count"
-	}
-	if it.numRestarts == 0 {
-		if it.restarts != 0 {
-			return 0, 0, "entries without restart points"
-		}
-		return 0, 0, ""
-	}
-	prevR := -1
-	for i := range it.numRestarts {
-		r := it.restartOffset(i)
-		if (i == 0 && r != 0) || r <= prevR || r >= it.restarts {
-			return 0, it.restarts + 4*i, "bad restart offset"
-		}
-		prevR = r
+	if badOff, reason := it.initChecked(b); reason != "" || it.numRestarts == 0 {
+		return 0, badOff, reason
 	}
 	ri, group := 0, 0
 	it.key = nil
@@ -405,4 +399,71 @@ func checkBlock(it *blockIter, b []byte, maxGroup int, fn func(key, val []byte) 
 		return n, it.restarts, "restart offset past the entries"
 	}
 	return n, 0, ""
+}
+
+// initChecked is init plus a check of the restart array: offsets strictly
+// increasing from 0 and inside the entries.
+func (it *blockIter) initChecked(b []byte) (badOff int, reason string) {
+	if !it.init(b) {
+		return max(len(b)-4, 0), "bad restart count"
+	}
+	if it.numRestarts == 0 {
+		if it.restarts != 0 {
+			return 0, "entries without restart points"
+		}
+		return 0, ""
+	}
+	prevR := -1
+	for i := range it.numRestarts {
+		r := it.restartOffset(i)
+		if (i == 0 && r != 0) || r <= prevR || r >= it.restarts {
+			return it.restarts + 4*i, "bad restart offset"
+		}
+		prevR = r
+	}
+	return 0, ""
+}
+
+// compareNext compares, in CompareInternal order, the encoded internal key
+// prev with the key of an entry that shares its first shared bytes and
+// continues with k, without building that key. ok is false when the new key
+// is too short to hold a trailer.
+func compareNext(prev []byte, shared int, k []byte) (c int, ok bool) {
+	pu, cu := len(prev)-base.TrailerLen, shared+len(k)-base.TrailerLen
+	if cu < 0 || pu < 0 {
+		return 0, false
+	}
+	// User keys: the first shared bytes are common.
+	switch {
+	case shared <= pu && shared <= cu:
+		c = bytes.Compare(prev[shared:pu], k[:cu-shared])
+	case pu <= cu:
+		// prev's user key is a prefix of the new one.
+		if pu < cu {
+			c = -1
+		}
+	default:
+		// The new user key is a proper prefix of prev's.
+		c = 1
+	}
+	if c != 0 {
+		return c, true
+	}
+	// Same user key: the larger trailer sorts first.
+	var t [base.TrailerLen]byte
+	for i := range t {
+		if j := cu + i; j < shared {
+			t[i] = prev[j]
+		} else {
+			t[i] = k[j-shared]
+		}
+	}
+	pt, ct := binary.LittleEndian.Uint64(prev[pu:]), binary.LittleEndian.Uint64(t[:])
+	switch {
+	case pt > ct:
+		return -1, true
+	case pt < ct:
+		return 1, true
+	}
+	return 0, true
 }

@@ -296,7 +296,7 @@ func (it *Iterator) Close() error {
 	*it = Iterator{
 		readBuf: keepSmall(it.readBuf),
 		decBuf:  keepSmall(it.decBuf),
-		check:   blockChecker{it: blockIter{keyBuf: keepSmall(it.check.it.keyBuf)}, prev: keepSmall(it.check.prev)},
+		check:   blockChecker{it: blockIter{keyBuf: keepSmall(it.check.it.keyBuf)}},
 		bi:      blockIter{keyBuf: keepSmall(it.bi.keyBuf)},
 	}
 	iterPool.Put(it)

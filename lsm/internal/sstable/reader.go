@@ -183,7 +183,7 @@ func open(f ReadableFile, size int64, opts ReaderOptions, verify bool) (*Reader,
 		return nil, r.corruptf(0, "file of %d bytes is too small for a table", size)
 	}
 	fb := make([]byte, footerLen)
-	if err := r.readAt(fb, r.size-footerLen, "footer"); err != nil {
+	if err := r.readAt(fb, r.size-footerLen, "footer", ""); err != nil {
 		return nil, err
 	}
 	ft, bad, reason := decodeFooter(fb, r.size, verify)
@@ -296,16 +296,17 @@ func (r *Reader) loadMetaIndex() error {
 }
 
 // readAt fills b from off; a short read means the file is shorter than its
-// size says, which is corruption.
-func (r *Reader) readAt(b []byte, off uint64, what string) error {
+// size says, which is corruption. what and suffix name the structure (kept
+// apart so that the success path builds no string).
+func (r *Reader) readAt(b []byte, off uint64, what, suffix string) error {
 	n, err := r.f.ReadAt(b, int64(off))
 	if n == len(b) {
 		return nil
 	}
 	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return r.corruptf(off, "%s truncated: read %d of %d bytes", what, n, len(b))
+		return r.corruptf(off, "%s%s truncated: read %d of %d bytes", what, suffix, n, len(b))
 	}
-	return fmt.Errorf("sstable: read %s of %s at offset %d: %w", what, r.name, off, err)
+	return fmt.Errorf("sstable: read %s%s of %s at offset %d: %w", what, suffix, r.name, off, err)
 }
 
 // readRaw reads block h with its trailer into buf (grown if needed),
@@ -317,7 +318,7 @@ func (r *Reader) readRaw(h blockHandle, buf []byte, what string) (stored []byte,
 		buf = make([]byte, n)
 	}
 	buf = buf[:n]
-	if err := r.readAt(buf, h.offset, what+" block"); err != nil {
+	if err := r.readAt(buf, h.offset, what, " block"); err != nil {
 		return nil, 0, buf, err
 	}
 	stored = buf[:h.length]
@@ -366,8 +367,7 @@ func (r *Reader) readBlock(h blockHandle, what string) ([]byte, error) {
 
 // blockChecker holds scratch space for checking data blocks.
 type blockChecker struct {
-	it   blockIter
-	prev []byte
+	it blockIter
 }
 
 // checkDataBlock checks data block i: its structure, that its keys are
@@ -386,38 +386,69 @@ func (r *Reader) checkDataBlock(i int, b []byte, c *blockChecker) error {
 }
 
 // checkDataEntries checks a decoded data block whose keys must lie in
-// (lower, upper] (encoded internal keys; nil for no bound).
+// (lower, upper] (encoded internal keys; nil for no bound): its structure
+// (as checkBlock, with up to maxRestartInterval entries per restart point),
+// that every key is a point key, and that keys strictly increase. It is
+// checkBlock specialised for the hot path: each key is compared with its
+// predecessor through the shared prefix, without copying either.
 func checkDataEntries(c *blockChecker, b []byte, lower, upper []byte) (badOff int, reason string) {
-	c.prev = c.prev[:0]
-	first := true
-	n, bad, reason := checkBlock(&c.it, b, maxRestartInterval, func(k, v []byte) string {
-		ik, ok := base.DecodeInternalKey(k)
-		if !ok {
-			return "bad key"
-		}
-		switch ik.Kind() {
-		case base.KindSet, base.KindDelete, base.KindValuePointer:
-		default:
-			return "bad kind " + ik.Kind().String()
-		}
-		if first {
-			if lower != nil && base.CompareEncoded(k, lower) <= 0 {
-				return "first key not above the previous block's separator"
-			}
-			first = false
-		} else if base.CompareEncoded(c.prev, k) >= 0 {
-			return "keys out of order"
-		}
-		c.prev = append(c.prev[:0], k...)
-		return ""
-	})
-	if reason != "" {
-		return bad, reason
+	it := &c.it
+	if badOff, reason := it.initChecked(b); reason != "" {
+		return badOff, reason
 	}
-	if n == 0 {
+	if it.numRestarts == 0 {
 		return 0, "empty data block"
 	}
-	if upper != nil && base.CompareEncoded(c.prev, upper) > 0 {
+	ri, group := 0, 0
+	it.key = nil
+	for off := 0; off < it.restarts; off = it.nextOff {
+		if off > 0 {
+			shared, k, _, _, ok := it.decodeHeader(off)
+			if !ok {
+				return off, "bad entry"
+			}
+			if cmp, ok := compareNext(it.key, shared, k); !ok {
+				return off, "bad key"
+			} else if cmp >= 0 {
+				return off, "keys out of order"
+			}
+		}
+		if !it.decodeAt(off) {
+			return off, "bad entry"
+		}
+		group++
+		if ri < it.numRestarts {
+			switch r := it.restartOffset(ri); {
+			case off == r:
+				if it.shared != 0 {
+					return off, "restart entry shares a prefix"
+				}
+				ri++
+				group = 1
+			case off > r:
+				return r, "restart offset inside an entry"
+			}
+		}
+		if group > maxRestartInterval {
+			return off, "too many entries between restart points"
+		}
+		n := len(it.key) - base.TrailerLen
+		if n < 0 {
+			return off, "bad key"
+		}
+		switch base.Kind(it.key[n]) {
+		case base.KindSet, base.KindDelete, base.KindValuePointer:
+		default:
+			return off, "bad kind " + base.Kind(it.key[n]).String()
+		}
+		if off == 0 && lower != nil && base.CompareEncoded(it.key, lower) <= 0 {
+			return off, "first key not above the previous block's separator"
+		}
+	}
+	if ri != it.numRestarts {
+		return it.restarts, "restart offset past the entries"
+	}
+	if upper != nil && base.CompareEncoded(it.key, upper) > 0 {
 		return 0, "last key beyond the block's separator"
 	}
 	return 0, ""
