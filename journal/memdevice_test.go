@@ -170,5 +170,14 @@ func (d *memDevice) restore(base *memDevice) *memDevice {
 	return d
 }
 
+// damage applies fn to the current and to the synced bytes: damage that
+// survives a crash (bit rot, a torn sector).
+func (d *memDevice) damage(fn func(b []byte)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn(d.data)
+	fn(d.synced)
+}
+
 // Bytes is the current content (shared: tests damage images through it).
 func (d *memDevice) Bytes() []byte { return d.data }
