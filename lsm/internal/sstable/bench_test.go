@@ -197,6 +197,7 @@ func BenchmarkSeekGE(b *testing.B) {
 				}
 				report()
 				b.ReportMetric(float64(r.Size())/(1<<20), "table-MiB")
+				b.ReportMetric(float64(r.Properties().IndexSize)/(1<<10), "index-KiB")
 				if withCache {
 					b.ReportMetric(float64(stats.CacheMisses.Load())/float64(stats.CacheHits.Load()+stats.CacheMisses.Load()), "miss-ratio")
 				}

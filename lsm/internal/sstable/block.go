@@ -259,21 +259,11 @@ func (it *blockIter) prev() bool {
 // restartUserKey returns the user key of the entry at restart point i,
 // which shares no prefix.
 func (it *blockIter) restartUserKey(i int) ([]byte, bool) {
-	off := it.restartOffset(i)
-	end := it.restarts
-	shared, p, ok := readUvarint(it.data, off, end)
-	if !ok || shared != 0 {
+	shared, k, _, _, ok := it.decodeHeader(it.restartOffset(i))
+	if !ok || shared != 0 || len(k) < base.TrailerLen {
 		return nil, false
 	}
-	unshared, p, ok := readUvarint(it.data, p, end)
-	if !ok {
-		return nil, false
-	}
-	_, p, ok = readUvarint(it.data, p, end)
-	if !ok || unshared > uint64(end-p) || unshared < base.TrailerLen {
-		return nil, false
-	}
-	return it.data[p : p+int(unshared)-base.TrailerLen], true
+	return k[:len(k)-base.TrailerLen], true
 }
 
 // searchRestarts returns the first restart point whose user key is >= key

@@ -69,6 +69,9 @@ func FuzzBlock(f *testing.F) {
 		var it blockIter
 		it.init(data)
 		for ok := it.first(); ok; ok = it.next() {
+			if n := len(keys); n > 0 && base.CompareInternal(keys[n-1], it.ikey) >= 0 {
+				t.Fatalf("checked block has %s after %s", it.ikey, keys[n-1])
+			}
 			keys = append(keys, it.ikey.Clone())
 		}
 		// Check seeks for up to 64 keys, keeping the check near-linear.
