@@ -1,0 +1,76 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/lsmfs/lsmfs/lsm"
+)
+
+var (
+	// ErrCorrupt is matched (errors.Is) by every error caused by a key or value
+	// of the lsmfs keyspace that does not decode. errors.As with *CorruptError
+	// gives the key.
+	ErrCorrupt = errors.New("fs: corrupt")
+	// ErrNotFormatted is returned by New for an engine that holds no lsmfs
+	// superblock.
+	ErrNotFormatted = errors.New("fs: not formatted (no superblock)")
+	// ErrFormatted is returned by Format for an engine that is not empty.
+	ErrFormatted = errors.New("fs: already formatted")
+	// ErrClosed is returned by Close on a closed FS.
+	ErrClosed = errors.New("fs: closed")
+)
+
+// CorruptError describes bytes in the keyspace that do not decode.
+type CorruptError struct {
+	What   string // e.g. "inode value", "dentry key"
+	Key    []byte // the key holding the bad bytes, when known
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	if e.Key != nil {
+		return fmt.Sprintf("fs: corrupt %s at key %q: %s", e.What, e.Key, e.Reason)
+	}
+	return fmt.Sprintf("fs: corrupt %s: %s", e.What, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// withKey returns err with key attached if it is a *CorruptError without one.
+func withKey(err error, key []byte) error {
+	var ce *CorruptError
+	if errors.As(err, &ce) && ce.Key == nil {
+		c := *ce
+		c.Key = append([]byte(nil), key...)
+		return &c
+	}
+	return err
+}
+
+// errno is the one place an error becomes the status a FUSE operation
+// returns. Not-found maps to ENOENT; an errno (syscall.Errno, possibly
+// wrapped, such as vfs.ErrNoSpace's ENOSPC) passes through; a read-only
+// engine gives EROFS; corruption and every other failure are logged with
+// the operation and inode, then reported as EIO.
+func (f *FS) errno(op string, ino uint64, err error) fuse.Status {
+	if err == nil {
+		return fuse.OK
+	}
+	var e syscall.Errno
+	switch {
+	case errors.As(err, &e):
+		return fuse.Status(e)
+	case errors.Is(err, lsm.ErrNotFound):
+		return fuse.ENOENT
+	case errors.Is(err, lsm.ErrReadOnly):
+		return fuse.EROFS
+	}
+	f.log.Error("fs: operation failed", "op", op, "ino", ino, "err", err,
+		"corrupt", errors.Is(err, ErrCorrupt) || errors.Is(err, lsm.ErrCorrupt))
+	return fuse.EIO
+}

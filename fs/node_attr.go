@@ -1,0 +1,143 @@
+package fs
+
+// Attributes: getattr, setattr (chmod, chown, truncate, utimens) and statfs.
+
+import (
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/lsmfs/lsmfs/lsm"
+)
+
+// GetAttr returns an inode's attributes, including buffered writes.
+func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	n, err := f.stat(in.NodeId)
+	if err != nil {
+		return f.errno("getattr", in.NodeId, err)
+	}
+	f.fillAttr(in.NodeId, &n, &out.Attr)
+	out.SetTimeout(timeout(f.opts.AttrTimeout))
+	return fuse.OK
+}
+
+// setattrChanges are the FATTR bits that change an inode (and its ctime).
+const setattrChanges = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.FATTR_SIZE |
+	fuse.FATTR_ATIME | fuse.FATTR_MTIME | fuse.FATTR_CTIME | fuse.FATTR_KILL_SUIDGID
+
+// SetAttr changes mode, owner, size and times. The kernel has checked
+// permissions (default_permissions); lsmfs applies the rules it leaves to
+// the filesystem: chown of a non-directory clears setuid and setgid (unless
+// the same request sets the mode), truncation sets mtime unless told a time,
+// and ctime is set on every change.
+func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	ino := in.NodeId
+	n, err := f.setattr(ino, in)
+	if err != nil {
+		return f.errno("setattr", ino, err)
+	}
+	f.fillAttr(ino, &n, &out.Attr)
+	out.SetTimeout(timeout(f.opts.AttrTimeout))
+	return fuse.OK
+}
+
+func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn) (inode, error) {
+	valid := in.Valid
+	if valid&setattrChanges == 0 {
+		return f.stat(ino)
+	}
+	if err := f.writable(); err != nil {
+		return inode{}, err
+	}
+	h := f.locks.lock(ino)
+	defer h.unlock()
+	oi := f.open.get(ino)
+	if oi != nil {
+		// Attributes change on a clean record: no buffered size or
+		// mtime may land after (and undo) this change.
+		if err := f.flushLocked(oi, false); err != nil {
+			return inode{}, err
+		}
+	}
+	n, err := f.getInode(ino)
+	if err != nil {
+		return inode{}, err
+	}
+	now := f.now()
+	b := lsm.NewBatch()
+	if valid&fuse.FATTR_MODE != 0 {
+		n.Mode = n.Mode&syscall.S_IFMT | in.Mode&0o7777
+	}
+	if valid&fuse.FATTR_UID != 0 {
+		n.Uid = in.Uid
+	}
+	if valid&fuse.FATTR_GID != 0 {
+		n.Gid = in.Gid
+	}
+	if !n.isDir() && (valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0 && valid&fuse.FATTR_MODE == 0 ||
+		valid&fuse.FATTR_KILL_SUIDGID != 0) {
+		n.Mode = killPriv(n.Mode)
+	}
+	if valid&fuse.FATTR_SIZE != 0 {
+		switch {
+		case n.isDir():
+			return inode{}, syscall.EISDIR
+		case !n.isReg():
+			return inode{}, syscall.EINVAL
+		case in.Size > maxFileSize:
+			return inode{}, syscall.EFBIG
+		}
+		if err := f.truncate(b, ino, &n, in.Size); err != nil {
+			return inode{}, err
+		}
+		n.Mtime = now
+	}
+	if valid&fuse.FATTR_ATIME != 0 {
+		if valid&fuse.FATTR_ATIME_NOW != 0 {
+			n.Atime = now
+		} else {
+			n.Atime = joinNs(in.Atime, in.Atimensec)
+		}
+	}
+	if valid&fuse.FATTR_MTIME != 0 {
+		if valid&fuse.FATTR_MTIME_NOW != 0 {
+			n.Mtime = now
+		} else {
+			n.Mtime = joinNs(in.Mtime, in.Mtimensec)
+		}
+	}
+	if valid&fuse.FATTR_CTIME != 0 {
+		n.Ctime = joinNs(in.Ctime, in.Ctimensec)
+	} else {
+		n.Ctime = now
+	}
+	putInode(b, ino, &n)
+	if err := f.db.Apply(b, false); err != nil {
+		return inode{}, err
+	}
+	return n, nil
+}
+
+// StatFs reports the space of the filesystem holding the engine and the
+// number of inodes. lsmfs has no inode table, so the free inode count is an
+// estimate: free bytes over the bytes an empty file costs (about 512 with
+// its entry and engine overhead).
+func (f *FS) StatFs(cancel <-chan struct{}, in *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	total, free, err := f.opts.FS.Usage(f.db.Dir())
+	if err != nil {
+		return f.errno("statfs", in.NodeId, err)
+	}
+	const unit = 4096
+	used := f.inodeCount()
+	*out = fuse.StatfsOut{
+		Bsize:   unit,
+		Frsize:  unit,
+		Blocks:  total / unit,
+		Bfree:   free / unit,
+		Bavail:  free / unit,
+		Ffree:   free / 512,
+		NameLen: maxNameLen,
+	}
+	out.Files = used + out.Ffree
+	return fuse.OK
+}

@@ -1,0 +1,550 @@
+package fs
+
+// Regular files: open/create/tmpfile, read, write, flush, fsync, release,
+// fallocate, lseek (SEEK_DATA/SEEK_HOLE), copy_file_range, and the block
+// arithmetic of truncation and hole punching.
+
+import (
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/lsmfs/lsmfs/lsm"
+)
+
+// fallocate(2) modes.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
+)
+
+// lseek(2) whence values the kernel forwards.
+const (
+	seekData = 3
+	seekHole = 4
+)
+
+// copyChunk bounds the bytes copy_file_range moves per lock hold.
+const copyChunk = 1 << 20
+
+// Open opens a file. O_TRUNC (sent with CAP_ATOMIC_O_TRUNC) truncates in
+// the same call.
+func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	ino := in.NodeId
+	oi, err := f.openInode(ino, in.Flags, in.Mode&fuse.OPEN_KILL_SUIDGID != 0)
+	if err != nil {
+		return f.errno("open", ino, err)
+	}
+	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags})
+	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	return fuse.OK
+}
+
+func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) {
+	h := f.locks.lock(ino)
+	defer h.unlock()
+	n, err := f.getInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	if n.isDir() && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		return nil, syscall.EISDIR
+	}
+	if flags&syscall.O_TRUNC != 0 && n.isReg() && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if err := f.writable(); err != nil {
+			return nil, err
+		}
+		if oi := f.open.get(ino); oi != nil {
+			f.discard(&oi.wb) // everything it holds is cut off
+		}
+		b := lsm.NewBatch()
+		if err := f.truncate(b, ino, &n, 0); err != nil {
+			return nil, err
+		}
+		now := f.now()
+		n.Mtime, n.Ctime = now, now
+		if kill {
+			n.Mode = killPriv(n.Mode)
+		}
+		putInode(b, ino, &n)
+		if err := f.db.Apply(b, false); err != nil {
+			return nil, err
+		}
+	}
+	return f.open.acquire(ino), nil
+}
+
+// Create creates a regular file and opens it.
+func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	ino, n, err := f.makeNode(in.NodeId, name, syscall.S_IFREG|in.Mode&0o7777, 0, in.Caller, "")
+	if err != nil {
+		return f.errno("create", in.NodeId, err)
+	}
+	f.fillEntry(ino, &n, &out.EntryOut)
+	h := f.locks.lock(ino)
+	oi := f.open.acquire(ino)
+	h.unlock()
+	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags})
+	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	return fuse.OK
+}
+
+// Tmpfile creates an unnamed regular file (O_TMPFILE) in directory
+// in.NodeId: an orphan from birth, reclaimed at its last release unless
+// linkat gives it a name first.
+func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	ino, n, oi, err := f.tmpfile(in.NodeId, syscall.S_IFREG|in.Mode&0o7777, in.Caller)
+	if err != nil {
+		return f.errno("tmpfile", in.NodeId, err)
+	}
+	f.fillEntry(ino, &n, &out.EntryOut)
+	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags})
+	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	return fuse.OK
+}
+
+func (f *FS) tmpfile(parent uint64, mode uint32, caller fuse.Caller) (uint64, inode, *openInode, error) {
+	if err := f.writable(); err != nil {
+		return 0, inode{}, nil, err
+	}
+	p, err := f.getDir(parent)
+	if err != nil {
+		return 0, inode{}, nil, err
+	}
+	ino, err := f.allocIno()
+	if err != nil {
+		return 0, inode{}, nil, err
+	}
+	now := f.now()
+	n := inode{Mode: mode, Uid: caller.Uid, Gid: caller.Gid,
+		Atime: now, Mtime: now, Ctime: now, Btime: now}
+	if p.Mode&syscall.S_ISGID != 0 {
+		n.Gid = p.Gid
+	}
+	h := f.locks.lock(ino)
+	defer h.unlock()
+	b := lsm.NewBatch()
+	putInode(b, ino, &n)
+	b.Set(orphanKey(ino), nil)
+	if err := f.db.Apply(b, false); err != nil {
+		return 0, inode{}, nil, err
+	}
+	f.inodes.delta.Add(1)
+	return ino, n, f.open.acquire(ino), nil
+}
+
+func (f *FS) fileHandle(fh uint64) (*handle, error) {
+	h := f.handles.get(fh)
+	if h == nil || h.dir != nil {
+		return nil, syscall.EBADF
+	}
+	return h, nil
+}
+
+// Read reads from a file, buffered writes included.
+func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	h, err := f.fileHandle(in.Fh)
+	if err != nil {
+		return nil, f.errno("read", in.NodeId, err)
+	}
+	buf = buf[:min(len(buf), int(in.Size))]
+	lk := f.locks.rlock(h.ino)
+	n, err := f.readAt(h.ino, h.oi, in.Offset, buf)
+	lk.unlock()
+	if err != nil {
+		return nil, f.errno("read", h.ino, err)
+	}
+	return fuse.ReadResultData(buf[:n]), fuse.OK
+}
+
+// Write buffers data at in.Offset. The buffer is flushed when it passes
+// Options.WriteBufferSize, and durably before returning on an O_SYNC or
+// O_DSYNC handle.
+func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	return f.Writev(cancel, in, [][]byte{data})
+}
+
+// Writev is Write with the data in pieces (no copy to join them).
+func (f *FS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	h, err := f.fileHandle(in.Fh)
+	if err != nil {
+		return 0, f.errno("write", in.NodeId, err)
+	}
+	n, err := f.write(h, in, data)
+	if err != nil {
+		return 0, f.errno("write", h.ino, err)
+	}
+	return n, fuse.OK
+}
+
+func (f *FS) write(h *handle, in *fuse.WriteIn, data [][]byte) (uint32, error) {
+	if err := f.writable(); err != nil {
+		return 0, err
+	}
+	var total uint64
+	for _, d := range data {
+		total += uint64(len(d))
+	}
+	if in.Offset > maxFileSize || total > maxFileSize-in.Offset {
+		return 0, syscall.EFBIG
+	}
+	// An unprivileged writer clears setuid/setgid. Writes from the kernel's
+	// writeback cache (WRITE_CACHE) carry no writer; the kernel clears the
+	// bits itself at write(2) time unless it asks with WRITE_KILL_SUIDGID.
+	kill := in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 ||
+		in.WriteFlags&fuse.WRITE_CACHE == 0 && in.Caller.Uid != 0
+	lk := f.locks.lock(h.ino)
+	defer lk.unlock()
+	off := in.Offset
+	for _, d := range data {
+		if len(d) == 0 {
+			continue
+		}
+		if err := f.bufferWrite(h.oi, off, d, kill); err != nil {
+			return 0, err
+		}
+		off += uint64(len(d))
+	}
+	if h.oi.wb.bytes >= f.opts.WriteBufferSize || h.syncWrites() {
+		if err := f.flushLocked(h.oi, h.syncWrites()); err != nil {
+			return 0, err
+		}
+	}
+	return uint32(total), nil
+}
+
+// Flush (at every close(2)) writes the inode's buffer to the engine, so
+// errors reach close; it does not force the journal.
+func (f *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	h, err := f.fileHandle(in.Fh)
+	if err != nil {
+		return f.errno("flush", in.NodeId, err)
+	}
+	lk := f.locks.lock(h.ino)
+	err = f.flushLocked(h.oi, false)
+	lk.unlock()
+	return f.errno("flush", h.ino, err)
+}
+
+// Fsync makes the file durable: its buffer is written in a synced batch, or
+// the journal is forced if nothing is buffered (which also covers earlier
+// metadata changes: the journal keeps batches in order).
+func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	h := f.handles.get(in.Fh)
+	if h == nil || h.oi == nil {
+		return f.errno("fsync", in.NodeId, f.db.SyncJournal())
+	}
+	lk := f.locks.lock(h.ino)
+	err := f.flushLocked(h.oi, true)
+	lk.unlock()
+	return f.errno("fsync", h.ino, err)
+}
+
+// Release closes a handle. The last handle of an inode writes its buffer,
+// or, if the inode has no name left, deletes it with all it owns.
+func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	h := f.handles.remove(in.Fh)
+	if h == nil {
+		return
+	}
+	if err := f.releaseInode(h.oi); err != nil {
+		f.errno("release", h.ino, err)
+	}
+}
+
+func (f *FS) releaseInode(oi *openInode) error {
+	lk := f.locks.lock(oi.ino)
+	defer lk.unlock()
+	if !f.open.release(oi) {
+		return nil // other handles share the buffer
+	}
+	n, err := f.getInode(oi.ino)
+	if err != nil {
+		f.discard(&oi.wb)
+		return err
+	}
+	if n.Nlink > 0 {
+		err := f.flushLocked(oi, false)
+		f.discard(&oi.wb) // after a failed flush: no handle is left to retry it
+		return err
+	}
+	f.discard(&oi.wb)
+	if f.opts.ReadOnly {
+		return nil // reclaimed at the next writable New
+	}
+	b := lsm.NewBatch()
+	if err := f.dropInode(b, oi.ino, &n, true); err != nil {
+		return err
+	}
+	if err := f.db.Apply(b, false); err != nil {
+		return err
+	}
+	f.inodes.delta.Add(-1)
+	return nil
+}
+
+// Fallocate extends a file (mode 0), reserves nothing beyond its size
+// (KEEP_SIZE: lsmfs allocates space when data is written, so both only
+// change the size), punches holes (PUNCH_HOLE) or zeroes ranges
+// (ZERO_RANGE). Zeroed and punched ranges store nothing.
+func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	return f.errno("fallocate", in.NodeId, f.fallocate(in.NodeId, in.Offset, in.Length, in.Mode))
+}
+
+func (f *FS) fallocate(ino, off, length uint64, mode uint32) error {
+	if err := f.writable(); err != nil {
+		return err
+	}
+	switch {
+	case mode&^(fallocKeepSize|fallocPunchHole|fallocZeroRange) != 0:
+		return syscall.EOPNOTSUPP
+	case mode&fallocPunchHole != 0 && mode != fallocPunchHole|fallocKeepSize:
+		return syscall.EINVAL
+	case length == 0:
+		return syscall.EINVAL
+	case off > maxFileSize || length > maxFileSize-off:
+		return syscall.EFBIG
+	}
+	h := f.locks.lock(ino)
+	defer h.unlock()
+	if oi := f.open.get(ino); oi != nil {
+		if err := f.flushLocked(oi, false); err != nil {
+			return err
+		}
+	}
+	n, err := f.getInode(ino)
+	if err != nil {
+		return err
+	}
+	if n.isDir() {
+		return syscall.EISDIR
+	}
+	if !n.isReg() {
+		return syscall.ENODEV
+	}
+	now := f.now()
+	end := off + length
+	b := lsm.NewBatch()
+	if mode&(fallocPunchHole|fallocZeroRange) != 0 {
+		if err := f.zeroRange(b, ino, &n, off, end); err != nil {
+			return err
+		}
+		n.Mtime = now
+	}
+	if mode&fallocKeepSize == 0 && end > n.Size {
+		n.Size = end
+		n.Mtime = now
+	}
+	n.Ctime = now
+	putInode(b, ino, &n)
+	return f.db.Apply(b, false)
+}
+
+// truncate sets n's size, deleting or trimming the blocks past it (in b).
+func (f *FS) truncate(b *lsm.Batch, ino uint64, n *inode, size uint64) error {
+	if size < n.Size {
+		if err := f.zeroRange(b, ino, n, size, n.Size); err != nil {
+			return err
+		}
+	}
+	n.Size = size
+	return nil
+}
+
+// zeroRange makes [off, end) of the file read as zeros and store nothing
+// there: blocks inside the range are deleted, blocks it cuts are trimmed
+// or have their part zeroed. It adds the writes to b and keeps n.Stored
+// exact, which needs the lengths of the blocks it deletes; only a range
+// covering the whole file is deleted without reading them.
+func (f *FS) zeroRange(b *lsm.Batch, ino uint64, n *inode, off, end uint64) error {
+	end = min(end, n.Size)
+	if off >= end || n.Stored == 0 {
+		return nil
+	}
+	bs := uint64(f.bs)
+	if off == 0 && end == n.Size {
+		if nb := blocksOf(n.Size, f.bs); nb <= pointDeleteMax {
+			for i := uint64(0); i < nb; i++ {
+				b.Delete(blockKey(ino, i))
+			}
+		} else {
+			lo, hi := blockRange(ino, 0, 0)
+			b.DeleteRange(lo, hi)
+		}
+		n.Stored = 0
+		return nil
+	}
+	// Blocks [inLo, inHi) lie wholly inside the range.
+	inLo, inHi := (off+bs-1)/bs, end/bs
+	var inside [][]byte
+	insideCount := 0
+	lo, hi := blockRange(ino, off/bs, (end-1)/bs+1)
+	it := f.db.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
+	for ok := it.First(); ok; ok = it.Next() {
+		_, idx, err := decodeBlockKey(it.Key())
+		if err != nil {
+			it.Close()
+			return err
+		}
+		v := it.Value()
+		vlen := uint64(len(v))
+		if idx >= inLo && idx < inHi {
+			n.Stored -= vlen
+			insideCount++
+			if insideCount <= pointDeleteMax {
+				inside = append(inside, append([]byte(nil), it.Key()...))
+			}
+			continue
+		}
+		start := idx * bs
+		zs, ze := max(off, start)-start, min(end, start+vlen)-start // within v
+		switch {
+		case zs >= vlen || ze <= zs:
+			// The range misses the stored bytes.
+		case zs == 0 && ze >= vlen:
+			b.Delete(it.Key())
+			n.Stored -= vlen
+		case ze >= vlen:
+			b.Set(it.Key(), v[:zs])
+			n.Stored -= vlen - zs
+		default:
+			nv := append([]byte(nil), v...)
+			clear(nv[zs:ze])
+			b.Set(it.Key(), nv)
+		}
+	}
+	if err := closeIter(it); err != nil {
+		return err
+	}
+	if insideCount > pointDeleteMax {
+		lo, hi := blockRange(ino, inLo, inHi)
+		b.DeleteRange(lo, hi)
+	} else {
+		for _, k := range inside {
+			b.Delete(k)
+		}
+	}
+	return nil
+}
+
+// Lseek answers SEEK_DATA and SEEK_HOLE at block granularity: a stored
+// block is data, a missing one a hole, and the end of the file is a hole.
+// Offsets at or past the end give ENXIO.
+func (f *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	off, err := f.lseek(in.NodeId, in.Offset, in.Whence)
+	if err != nil {
+		return f.errno("lseek", in.NodeId, err)
+	}
+	out.Offset = off
+	return fuse.OK
+}
+
+func (f *FS) lseek(ino, off uint64, whence uint32) (uint64, error) {
+	if whence != seekData && whence != seekHole {
+		return 0, syscall.EINVAL
+	}
+	h := f.locks.lock(ino)
+	defer h.unlock()
+	if oi := f.open.get(ino); oi != nil {
+		if err := f.flushLocked(oi, false); err != nil {
+			return 0, err
+		}
+	}
+	n, err := f.getInode(ino)
+	if err != nil {
+		return 0, err
+	}
+	if off >= n.Size {
+		return 0, syscall.ENXIO
+	}
+	bs := uint64(f.bs)
+	lo, hi := blockRange(ino, off/bs, 0)
+	it := f.db.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
+	defer it.Close()
+	next := off / bs // the first block index not yet known to be data
+	for ok := it.First(); ok; ok = it.Next() {
+		_, idx, err := decodeBlockKey(it.Key())
+		if err != nil {
+			return 0, err
+		}
+		if whence == seekData {
+			return max(off, idx*bs), nil
+		}
+		if idx != next {
+			break // a hole at next
+		}
+		next++
+	}
+	if err := it.Error(); err != nil {
+		return 0, err
+	}
+	if whence == seekData {
+		return 0, syscall.ENXIO
+	}
+	return min(max(off, next*bs), n.Size), nil
+}
+
+// CopyFileRange copies bytes between files through the write buffer, in
+// chunks of copyChunk, without the data crossing into the kernel.
+func (f *FS) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	n, err := f.copyFileRange(in)
+	if err != nil && n == 0 {
+		return 0, f.errno("copy_file_range", in.NodeId, err)
+	}
+	return n, fuse.OK
+}
+
+func (f *FS) copyFileRange(in *fuse.CopyFileRangeIn) (uint32, error) {
+	if err := f.writable(); err != nil {
+		return 0, err
+	}
+	if in.Flags != 0 {
+		return 0, syscall.EINVAL
+	}
+	src, err := f.fileHandle(in.FhIn)
+	if err != nil {
+		return 0, err
+	}
+	dst, err := f.fileHandle(in.FhOut)
+	if err != nil {
+		return 0, err
+	}
+	length := min(in.Len, 1<<30) // the reply counts bytes in 32 bits
+	if in.OffOut > maxFileSize || length > maxFileSize-in.OffOut {
+		return 0, syscall.EFBIG
+	}
+	if src.ino == dst.ino && in.OffIn < in.OffOut+length && in.OffOut < in.OffIn+length {
+		return 0, syscall.EINVAL // overlapping ranges of one file
+	}
+	buf := make([]byte, min(length, copyChunk))
+	var done uint64
+	for done < length {
+		chunk := buf[:min(uint64(len(buf)), length-done)]
+		h := f.locks.lock(src.ino, dst.ino)
+		n, err := f.readAt(src.ino, src.oi, in.OffIn+done, chunk)
+		if err == nil && n > 0 {
+			err = f.bufferWrite(dst.oi, in.OffOut+done, chunk[:n], in.Caller.Uid != 0)
+			if err == nil && dst.oi.wb.bytes >= f.opts.WriteBufferSize {
+				err = f.flushLocked(dst.oi, false)
+			}
+		}
+		h.unlock()
+		if err != nil {
+			return uint32(done), err
+		}
+		if n == 0 {
+			break
+		}
+		done += uint64(n)
+	}
+	if dst.syncWrites() {
+		h := f.locks.lock(dst.ino)
+		err := f.flushLocked(dst.oi, true)
+		h.unlock()
+		if err != nil {
+			return uint32(done), err
+		}
+	}
+	return uint32(done), nil
+}

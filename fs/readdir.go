@@ -1,0 +1,219 @@
+package fs
+
+// Directory handles: opendir, readdir, readdirplus, releasedir, fsyncdir.
+//
+// A directory handle lists a snapshot of the directory taken at its first
+// read from offset 0 (and again at every later read from offset 0, which is
+// rewinddir's "refer to the current state"). The offset cookie of an entry
+// is its position in that snapshot's listing plus one (entries 0 and 1 are
+// "." and ".."), so cookies never skip or repeat entries whatever happens to
+// the directory meanwhile, and seekdir to any earlier cookie works.
+// Sequential reads resume after the last key returned; a seek elsewhere
+// re-walks the snapshot from the start. Only the snapshot and one key are
+// held between calls: memory does not grow with the directory.
+
+import (
+	"bytes"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/lsmfs/lsmfs/lsm"
+)
+
+type dirHandle struct {
+	// mu serializes calls on the handle; it is taken before any inode lock.
+	mu     sync.Mutex
+	ino    uint64
+	parent uint64        // ".." as of the snapshot
+	snap   *lsm.Snapshot // nil until the first read
+	gen    uint64        // f.locks.dirGen(ino) when snap was taken
+	pos    uint64        // position of the next entry
+	last   []byte        // key of the entry at pos-1 (pos > 2)
+}
+
+// OpenDir opens a directory.
+func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	ino := in.NodeId
+	h := f.locks.lock(ino)
+	n, err := f.getInode(ino)
+	if err == nil && !n.isDir() {
+		err = syscall.ENOTDIR
+	}
+	if err != nil {
+		h.unlock()
+		return f.errno("opendir", ino, err)
+	}
+	oi := f.open.acquire(ino)
+	h.unlock()
+	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags, dir: &dirHandle{ino: ino}})
+	return fuse.OK
+}
+
+// ReleaseDir closes a directory handle; a directory removed while open is
+// deleted at its last close.
+func (f *FS) ReleaseDir(in *fuse.ReleaseIn) {
+	h := f.handles.remove(in.Fh)
+	if h == nil || h.dir == nil {
+		return
+	}
+	h.dir.mu.Lock()
+	if h.dir.snap != nil {
+		h.dir.snap.Close()
+		h.dir.snap = nil
+	}
+	h.dir.mu.Unlock()
+	if err := f.releaseInode(h.oi); err != nil {
+		f.errno("releasedir", h.ino, err)
+	}
+}
+
+// FsyncDir forces the journal: directory changes are durable once it is.
+func (f *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	return f.errno("fsyncdir", in.NodeId, f.db.SyncJournal())
+}
+
+// ReadDir lists entries without attributes.
+func (f *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return f.errno("readdir", in.NodeId, f.readDir(in, out, false))
+}
+
+// ReadDirPlus lists entries with their attributes, so the kernel need not
+// look each one up.
+func (f *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return f.errno("readdirplus", in.NodeId, f.readDir(in, out, true))
+}
+
+func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) error {
+	h := f.handles.get(in.Fh)
+	if h == nil || h.dir == nil {
+		return syscall.EBADF
+	}
+	dh := h.dir
+	dh.mu.Lock()
+	defer dh.mu.Unlock()
+	off := in.Offset
+	if dh.snap == nil || off == 0 && dh.pos != 0 {
+		if err := f.refresh(dh); err != nil {
+			return err
+		}
+	}
+	if off != dh.pos {
+		if err := dh.seek(off); err != nil {
+			return err
+		}
+	}
+	// With no change to the directory since the snapshot, its entries are
+	// current and readdirplus can trust them.
+	fresh := f.locks.dirGen(dh.ino) == dh.gen
+	add := func(e fuse.DirEntry, child uint64, trusted bool) bool {
+		if !plus {
+			return out.AddDirEntry(e)
+		}
+		eo := out.AddDirLookupEntry(e)
+		if eo == nil {
+			return false
+		}
+		if child != 0 {
+			f.lookupForPlus(dh.ino, e.Name, child, trusted, eo)
+		}
+		return true
+	}
+	if dh.pos == 0 {
+		if !add(fuse.DirEntry{Name: ".", Ino: dh.ino, Mode: syscall.S_IFDIR, Off: 1}, 0, false) {
+			return nil
+		}
+		dh.pos = 1
+	}
+	if dh.pos == 1 {
+		if !add(fuse.DirEntry{Name: "..", Ino: dh.parent, Mode: syscall.S_IFDIR, Off: 2}, 0, false) {
+			return nil
+		}
+		dh.pos = 2
+	}
+	lo, hi := dentryRange(dh.ino)
+	it := dh.snap.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
+	ok := false
+	if dh.last == nil {
+		ok = it.First()
+	} else {
+		ok = it.SeekGE(append(dh.last, 0))
+	}
+	for ; ok; ok = it.Next() {
+		d, err := decodeDentry(it.Value())
+		if err != nil {
+			it.Close()
+			return withKey(err, it.Key())
+		}
+		e := fuse.DirEntry{Name: string(dentryKeyName(it.Key())), Ino: d.Ino, Mode: uint32(d.Type) << 12, Off: dh.pos + 1}
+		if !add(e, d.Ino, fresh) {
+			break
+		}
+		dh.pos++
+		dh.last = append(dh.last[:0], it.Key()...)
+	}
+	return closeIter(it)
+}
+
+// lookupForPlus fills eo for entry name -> child of readdirplus. Unless the
+// snapshot is known current, the entry is checked against the live
+// directory; an entry gone or renamed since gets no attributes (node id 0:
+// the kernel then makes no dentry from it).
+func (f *FS) lookupForPlus(dir uint64, name string, child uint64, trusted bool, eo *fuse.EntryOut) {
+	if !trusted {
+		d, err := f.getDentry(dir, name)
+		if err != nil || d.Ino != child {
+			return
+		}
+	}
+	n, err := f.stat(child)
+	if err != nil {
+		return
+	}
+	f.fillEntry(child, &n, eo)
+}
+
+// refresh takes a new snapshot of dh's directory and rewinds.
+func (f *FS) refresh(dh *dirHandle) error {
+	if dh.snap != nil {
+		dh.snap.Close()
+		dh.snap = nil
+	}
+	h := f.locks.rlock(dh.ino)
+	dh.gen = f.locks.dirGen(dh.ino)
+	snap := f.db.NewSnapshot()
+	h.unlock()
+	v, err := snap.Get(inodeKey(dh.ino))
+	if err != nil {
+		snap.Close()
+		return err
+	}
+	n, err := decodeInode(v)
+	if err != nil {
+		snap.Close()
+		return withKey(err, inodeKey(dh.ino))
+	}
+	dh.snap, dh.parent, dh.pos, dh.last = snap, n.Parent, 0, nil
+	return nil
+}
+
+// seek positions dh so the next entry returned is the one at off.
+func (dh *dirHandle) seek(off uint64) error {
+	dh.pos, dh.last = off, nil
+	if off <= 2 {
+		return nil
+	}
+	lo, hi := dentryRange(dh.ino)
+	it := dh.snap.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
+	i := uint64(2)
+	for ok := it.First(); ok && i < off; ok = it.Next() {
+		dh.last = append(dh.last[:0], it.Key()...)
+		i++
+	}
+	if i < off && dh.last == nil {
+		// Past the end of an empty listing: resume after every entry.
+		dh.last = bytes.Clone(hi)
+	}
+	return closeIter(it)
+}

@@ -1,0 +1,263 @@
+package fs
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/lsmfs/lsmfs/lsm"
+)
+
+// writeBuffer holds the dirty blocks of one inode, shared by all its open
+// handles, so a read through any handle sees what any handle wrote. Writes
+// are coalesced per block; a flush writes every dirty block plus the inode's
+// new size, mtime, ctime and stored-byte count in one batch.
+//
+// A dirty block holds the block's complete contents: the first write to a
+// block that may already exist (it starts below the committed size) reads the
+// stored bytes first, so a flush never needs to merge. The buffer is guarded
+// by the inode's shard lock. Invariant: while the buffer is dirty no other
+// operation changes the inode's size or blocks — truncate, fallocate, hole
+// punching, copy_file_range into it and SEEK_DATA/SEEK_HOLE flush it first.
+type writeBuffer struct {
+	blocks   map[uint64]*dirtyBlock
+	bytes    int    // memory held by blocks (whole block buffers)
+	baseSize uint64 // committed size when the buffer became dirty
+	size     uint64 // size including buffered writes
+	mtime    int64  // time of the last buffered write
+	kill     bool   // an unprivileged write asked for setuid/setgid removal
+}
+
+type dirtyBlock struct {
+	data   []byte // the block's full contents; cap is the block size
+	oldLen int    // length of the stored block, -1 if there was none
+}
+
+func (wb *writeBuffer) dirty() bool { return len(wb.blocks) > 0 }
+
+// overlay applies the buffered changes to n, the committed record, giving
+// what getattr reports.
+func (wb *writeBuffer) overlay(n *inode) {
+	if !wb.dirty() {
+		return
+	}
+	n.Size = max(n.Size, wb.size)
+	n.Mtime = wb.mtime
+	n.Ctime = max(n.Ctime, wb.mtime)
+	for _, b := range wb.blocks {
+		n.Stored += uint64(len(b.data) - max(b.oldLen, 0))
+	}
+	if wb.kill {
+		n.Mode = killPriv(n.Mode)
+	}
+}
+
+func (f *FS) getBlockBuf() []byte {
+	if p, ok := f.blockPool.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, f.bs)
+}
+
+func (f *FS) putBlockBuf(b []byte) {
+	if cap(b) == f.bs {
+		f.blockPool.Put(&b)
+	}
+}
+
+// bufferWrite copies data to offset off of oi's file into its write buffer.
+// oi's lock is held exclusively.
+func (f *FS) bufferWrite(oi *openInode, off uint64, data []byte, kill bool) error {
+	wb := &oi.wb
+	if !wb.dirty() {
+		n, err := f.getInode(oi.ino)
+		if err != nil {
+			return err
+		}
+		wb.baseSize, wb.size = n.Size, n.Size
+		if wb.blocks == nil {
+			wb.blocks = map[uint64]*dirtyBlock{}
+		}
+	}
+	bs := uint64(f.bs)
+	end := off + uint64(len(data))
+	for pos := off; pos < end; {
+		idx, in := pos/bs, pos%bs
+		n := min(bs-in, end-pos)
+		db := wb.blocks[idx]
+		if db == nil {
+			db = &dirtyBlock{data: f.getBlockBuf(), oldLen: -1}
+			if idx*bs < wb.baseSize {
+				v, err := f.db.Get(blockKey(oi.ino, idx))
+				switch {
+				case err == nil:
+					db.data = append(db.data, v...)
+					db.oldLen = len(v)
+				case !errors.Is(err, lsm.ErrNotFound):
+					f.putBlockBuf(db.data)
+					return err
+				}
+			}
+			wb.blocks[idx] = db
+			wb.bytes += f.bs
+		}
+		if need := int(in + n); len(db.data) < need {
+			old := len(db.data)
+			db.data = db.data[:need]
+			clear(db.data[old:])
+		}
+		copy(db.data[in:], data[pos-off:pos-off+n])
+		pos += n
+	}
+	wb.size = max(wb.size, end)
+	wb.mtime = f.now()
+	wb.kill = wb.kill || kill
+	return nil
+}
+
+// flushLocked writes oi's dirty blocks and the inode's new attributes in one
+// batch (several if the engine refuses one that large: each leaves a
+// consistent inode). With sync the batch is durable on return; a clean
+// buffer with sync forces the journal. oi's lock is held exclusively.
+func (f *FS) flushLocked(oi *openInode, sync bool) error {
+	wb := &oi.wb
+	if !wb.dirty() {
+		if sync {
+			return f.db.SyncJournal()
+		}
+		return nil
+	}
+	idxs := make([]uint64, 0, len(wb.blocks))
+	for idx := range wb.blocks {
+		idxs = append(idxs, idx)
+	}
+	slices.Sort(idxs)
+	chunk := len(idxs)
+	b := lsm.NewBatch()
+	for start := 0; start < len(idxs); {
+		end := min(start+chunk, len(idxs))
+		final := end == len(idxs)
+		n, err := f.getInode(oi.ino)
+		if err != nil {
+			return err
+		}
+		b.Reset()
+		for _, idx := range idxs[start:end] {
+			db := wb.blocks[idx]
+			b.Set(blockKey(oi.ino, idx), db.data)
+			n.Stored += uint64(len(db.data) - max(db.oldLen, 0))
+		}
+		if final {
+			n.Size = max(n.Size, wb.size)
+		} else {
+			last := idxs[end-1]
+			n.Size = max(n.Size, last*uint64(f.bs)+uint64(len(wb.blocks[last].data)))
+		}
+		n.Mtime = wb.mtime
+		n.Ctime = max(n.Ctime, wb.mtime)
+		if wb.kill {
+			n.Mode = killPriv(n.Mode)
+		}
+		putInode(b, oi.ino, &n)
+		err = f.db.Apply(b, sync && final)
+		if errors.Is(err, lsm.ErrBatchTooLarge) && chunk > 1 {
+			chunk = (chunk + 1) / 2
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, idx := range idxs[start:end] {
+			f.putBlockBuf(wb.blocks[idx].data)
+			delete(wb.blocks, idx)
+			wb.bytes -= f.bs
+		}
+		start = end
+	}
+	wb.kill = false
+	return nil
+}
+
+// discard drops the buffer without writing it (the inode is being deleted).
+func (f *FS) discard(wb *writeBuffer) {
+	for idx, db := range wb.blocks {
+		f.putBlockBuf(db.data)
+		delete(wb.blocks, idx)
+	}
+	wb.bytes = 0
+	wb.kill = false
+}
+
+// readAt fills dst with the file's bytes at off and returns how many there
+// are before the end of the file. oi (nil if the inode has no open handle)
+// is read-locked by the caller.
+func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, error) {
+	var size uint64
+	var wb *writeBuffer
+	if oi != nil && oi.wb.dirty() {
+		wb = &oi.wb
+		size = wb.size
+	} else {
+		n, err := f.getInode(ino)
+		if err != nil {
+			return 0, err
+		}
+		size = n.Size
+	}
+	if off >= size || len(dst) == 0 {
+		return 0, nil
+	}
+	end := min(off+uint64(len(dst)), size)
+	dst = dst[:end-off]
+	clear(dst)
+	bs := uint64(f.bs)
+	first, last := off/bs, (end-1)/bs
+	put := func(idx uint64, v []byte) {
+		lo := idx * bs
+		hi := lo + uint64(len(v))
+		if hi <= off || lo >= end {
+			return
+		}
+		s, e := max(lo, off), min(hi, end)
+		copy(dst[s-off:e-off], v[s-lo:e-lo])
+	}
+	if first == last {
+		if wb != nil {
+			if db := wb.blocks[first]; db != nil {
+				put(first, db.data)
+				return len(dst), nil
+			}
+		}
+		v, err := f.db.Get(blockKey(ino, first))
+		switch {
+		case err == nil:
+			put(first, v)
+		case !errors.Is(err, lsm.ErrNotFound):
+			return 0, err
+		}
+		return len(dst), nil
+	}
+	lo, hi := blockRange(ino, first, last+1)
+	it := f.db.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
+	for ok := it.First(); ok; ok = it.Next() {
+		_, idx, err := decodeBlockKey(it.Key())
+		if err != nil {
+			it.Close()
+			return 0, err
+		}
+		if wb != nil && wb.blocks[idx] != nil {
+			continue
+		}
+		put(idx, it.Value())
+	}
+	if err := closeIter(it); err != nil {
+		return 0, err
+	}
+	if wb != nil {
+		for idx, db := range wb.blocks {
+			if idx >= first && idx <= last {
+				put(idx, db.data)
+			}
+		}
+	}
+	return len(dst), nil
+}
