@@ -51,6 +51,11 @@ type DB struct {
 		flushing   bool
 		compacting int
 		manual     int // manual compactions running or waiting
+		// flushRequested: the pipeline is due for a flush.
+		flushRequested bool
+		memCompacting  bool
+		// dupShare is the adaptive policy's last measured duplicate share.
+		dupShare float64
 		// compactPointer[l] is where the next size-triggered compaction of
 		// level l starts (round robin over the key space).
 		compactPointer [numLevels][]byte
@@ -75,19 +80,6 @@ type DB struct {
 	// opened is set once Open has finished.
 	opened  atomic.Bool
 	metrics dbMetrics
-}
-
-// memTable is a memtable plus what the engine tracks about it.
-type memTable struct {
-	*memtable.Memtable
-	// lsn is the journal LSN of the last batch applied; maxSeq its last
-	// sequence number. Written by the one writer; read by the flush after
-	// writers.Wait().
-	lsn    uint64
-	maxSeq base.SeqNum
-	// writers counts inserts in flight; taken under DB.mu while the
-	// memtable is mutable.
-	writers sync.WaitGroup
 }
 
 // readState is what a reader needs: the memtables (newest first) and the
@@ -133,11 +125,11 @@ func (d *DB) updateReadStateLocked() {
 }
 
 func (d *DB) newMemTable(minSize uint64) *memTable {
-	size := uint64(d.opts.MemtableSize)
+	size := uint64(d.opts.InMemoryFlushSize)
 	if minSize+memEntryOverhead > size {
 		size = minSize + 1<<20
 	}
-	return &memTable{Memtable: memtable.New(uint32(size))}
+	return &memTable{skl: memtable.New(uint32(size))}
 }
 
 const memEntryOverhead = memtable.EntryOverhead
@@ -246,8 +238,10 @@ func (d *DB) waitForRoomLocked(need uint64) error {
 		if d.mu.bgErr != nil {
 			return d.mu.bgErr
 		}
-		if len(d.mu.mem.queue)+1 >= d.opts.MaxMemtables && d.mu.mem.mutable.Available() < need {
+		if _, total := d.pipelineMemoryLocked(); total >= uint64(d.opts.MaxMemtables)*uint64(d.opts.MemtableSize) &&
+			d.mu.mem.mutable.Available() < need {
 			// Waiting for a flush.
+			d.markFlushLocked()
 		} else if len(d.mu.versions.current.levels[0]) >= d.opts.L0StopWritesTrigger {
 			d.maybeScheduleCompactionLocked()
 		} else {
@@ -274,12 +268,15 @@ func (d *DB) mutableForWrite(need uint64) *memTable {
 	return m
 }
 
-// rotateLocked makes the mutable memtable immutable and schedules a flush.
+// rotateLocked moves the active segment into the pipeline.
 func (d *DB) rotateLocked(need uint64) {
 	d.mu.mem.queue = append(d.mu.mem.queue, d.mu.mem.mutable)
 	d.mu.mem.mutable = d.newMemTable(need)
 	d.updateReadStateLocked()
-	d.maybeScheduleFlushLocked()
+	if _, total := d.pipelineMemoryLocked(); total > d.metrics.peakMemtable.Load() {
+		d.metrics.peakMemtable.Store(total)
+	}
+	d.segmentJoinedLocked()
 }
 
 // setBackgroundError records the first fatal write error.

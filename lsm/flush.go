@@ -11,7 +11,7 @@ import (
 // maybeScheduleFlushLocked starts the flush goroutine when immutable
 // memtables wait and none runs. d.mu is held.
 func (d *DB) maybeScheduleFlushLocked() {
-	if d.mu.flushing || len(d.mu.mem.queue) == 0 || d.mu.closed || d.mu.bgErr != nil || d.opts.ReadOnly {
+	if d.mu.flushing || !d.mu.flushRequested || len(d.mu.mem.queue) == 0 || d.mu.closed || d.mu.bgErr != nil || d.opts.ReadOnly {
 		return
 	}
 	d.mu.flushing = true
@@ -27,7 +27,7 @@ func (d *DB) maybeScheduleFlushLocked() {
 				d.setBackgroundError(fmt.Errorf("flush: %w", err))
 				return
 			}
-			if len(d.mu.mem.queue) == 0 || d.mu.closed {
+			if !d.mu.flushRequested || len(d.mu.mem.queue) == 0 || d.mu.closed {
 				d.mu.flushing = false
 				d.mu.cond.Broadcast()
 				d.mu.Unlock()
@@ -38,12 +38,16 @@ func (d *DB) maybeScheduleFlushLocked() {
 	}()
 }
 
-// flushQueued writes every queued immutable memtable into one L0 table,
-// records it in the manifest, drops the memtables and checkpoints the
-// journal.
+// flushQueued writes the pipeline (every immutable segment) as one sorted
+// run into L0, records it in the manifest, drops the segments and
+// checkpoints the journal.
 func (d *DB) flushQueued() error {
 	d.mu.Lock()
 	mems := append([]*memTable(nil), d.mu.mem.queue...)
+	for _, m := range mems {
+		m.flushing = true
+	}
+	d.mu.flushRequested = false
 	snapshots := d.mu.snapshots.seqs()
 	d.mu.Unlock()
 	if len(mems) == 0 {
@@ -99,11 +103,14 @@ func (d *DB) relieveJournalPressure() {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.mu.closed || d.mu.bgErr != nil || d.mu.mem.mutable.Empty() || len(d.mu.mem.queue) > 0 {
+	if d.mu.closed || d.mu.bgErr != nil || d.mu.flushing {
 		// A running flush checks again when it ends.
 		return
 	}
-	d.rotateLocked(0)
+	if !d.mu.mem.mutable.Empty() {
+		d.rotateLocked(0)
+	}
+	d.markFlushLocked()
 }
 
 // Flush writes every memtable to disk and waits for it.
@@ -120,7 +127,7 @@ func (d *DB) Flush() error {
 		d.rotateLocked(0)
 	}
 	for len(d.mu.mem.queue) > 0 && d.mu.bgErr == nil && !d.mu.closed {
-		d.maybeScheduleFlushLocked()
+		d.markFlushLocked()
 		d.mu.cond.Wait()
 	}
 	if d.mu.closed {

@@ -111,6 +111,8 @@ func randomOptions(rng *rand.Rand, fs vfs.FS) *lsm.Options {
 		FS:                       fs,
 		UUID:                     [16]byte{0xab, byte(rng.IntN(256))},
 		MemtableSize:             int64(pick(256<<10, 512<<10, 1<<20)),
+		MemtablePolicy:           []lsm.MemtablePolicy{lsm.PolicyNone, lsm.PolicyBasic, lsm.PolicyEager, lsm.PolicyAdaptive}[rng.IntN(4)],
+		AdaptiveThreshold:        []float64{0.05, 0.3, 0.9}[rng.IntN(3)],
 		MaxMemtables:             pick(2, 3, 4),
 		CacheSize:                int64(pick(-1, 1<<20, 8<<20)),
 		BlockSize:                pick(1<<10, 4<<10, 16<<10),
@@ -129,6 +131,7 @@ func randomOptions(rng *rand.Rand, fs vfs.FS) *lsm.Options {
 		},
 	}
 	o.L0StopWritesTrigger = o.L0CompactionTrigger + pick(2, 8)
+	o.InMemoryFlushSize = o.MemtableSize / int64(pick(1, 2, 4))
 	return o
 }
 
@@ -164,7 +167,10 @@ func runMeta(t *testing.T, seed uint64, nops int) {
 		os.WriteFile(path, []byte(strings.Join(r.log, "\n")+"\n"), 0o644)
 		t.Logf("op log: %s; reproduce with LSMFS_META_SEED=%d", path, seed)
 	}
-	t.Logf("seed %d: %v", seed, r.stats)
+	if r.db != nil {
+		r.collect()
+	}
+	t.Logf("seed %d, policy %s: %v", seed, r.opts.MemtablePolicy, r.stats)
 }
 
 func (r *metaRun) logf(format string, args ...any) {
@@ -212,9 +218,9 @@ func (r *metaRun) step(i int) {
 		}
 	case p < 80:
 		r.compact()
-	case p < 82:
+	case p < 81:
 		r.reopen()
-	case p < 85:
+	case p < 82:
 		r.crash()
 	case p < 88:
 		r.stats["sync"]++
@@ -453,6 +459,17 @@ func (r *metaRun) compact() {
 	r.markDurable()
 }
 
+// collect adds the engine's counters to the run's stats before a close.
+func (r *metaRun) collect() {
+	m := r.db.Metrics()
+	r.stats["m:inmem-compactions"] += int(m.InMemoryCompactions)
+	r.stats["m:inmem-merges"] += int(m.InMemoryMerges)
+	r.stats["m:inmem-dropped"] += int(m.InMemoryDropped)
+	r.stats["m:flushes"] += int(m.Flushes)
+	r.stats["m:compactions"] += int(m.Compactions)
+	r.stats["m:moves"] += int(m.Moves)
+}
+
 func (r *metaRun) closeSnaps() {
 	for _, s := range r.snaps {
 		s.s.Close()
@@ -464,6 +481,7 @@ func (r *metaRun) reopen() {
 	r.stats["reopen"]++
 	r.logf("reopen")
 	r.closeSnaps()
+	r.collect()
 	if err := r.db.Close(); err != nil {
 		r.fatalf("close: %v", err)
 	}
@@ -478,6 +496,7 @@ func (r *metaRun) crash() {
 	r.logf("crash (%d pending batches)", len(r.pending))
 	crashed := r.fs.CrashClone()
 	r.closeSnaps()
+	r.collect()
 	r.db.Close() // the old instance keeps writing to the old MemFS
 	r.db = nil
 	r.fs = crashed

@@ -19,6 +19,10 @@ type dbMetrics struct {
 	compactBytesIn  atomic.Uint64
 	compactBytesOut atomic.Uint64
 	stalls          atomic.Uint64
+	peakMemtable    atomic.Uint64
+	memCompactions  atomic.Uint64
+	memMerges       atomic.Uint64
+	memDropped      atomic.Uint64
 }
 
 // LevelMetrics describe one level.
@@ -29,8 +33,18 @@ type LevelMetrics struct {
 
 // Metrics are engine counters for `lsmfs stats` and benchmarks.
 type Metrics struct {
-	MemtableCount int
-	MemtableBytes uint64
+	// MemtableCount and MemtableBytes count the segments (active and
+	// pipeline) and the memory they hold; PeakMemtableBytes is the most
+	// memory they held since open.
+	MemtableCount     int
+	MemtableBytes     uint64
+	PeakMemtableBytes uint64
+	MemtablePolicy    MemtablePolicy
+	// InMemoryCompactions counts segments flattened or merged in memory;
+	// InMemoryMerges the merges, which dropped InMemoryDropped entries.
+	InMemoryCompactions, InMemoryMerges, InMemoryDropped uint64
+	// DuplicateShare is the adaptive policy's last measurement.
+	DuplicateShare float64
 	Levels        [numLevels]LevelMetrics
 
 	// UserBytes is the encoded size of all batches applied since open.
@@ -68,7 +82,7 @@ func (d *DB) Metrics() Metrics {
 	var m Metrics
 	for _, mt := range rs.memtables {
 		m.MemtableCount++
-		m.MemtableBytes += mt.Size()
+		m.MemtableBytes += mt.Memory()
 	}
 	if rs.version != nil {
 		for l, files := range rs.version.levels {
@@ -76,6 +90,11 @@ func (d *DB) Metrics() Metrics {
 			m.Levels[l].Bytes = rs.version.levelSize(l)
 		}
 	}
+	m.PeakMemtableBytes = d.metrics.peakMemtable.Load()
+	m.MemtablePolicy = d.opts.MemtablePolicy
+	m.InMemoryCompactions = d.metrics.memCompactions.Load()
+	m.InMemoryMerges = d.metrics.memMerges.Load()
+	m.InMemoryDropped = d.metrics.memDropped.Load()
 	m.UserBytes = d.metrics.userBytes.Load()
 	m.FlushBytes = d.metrics.flushBytes.Load()
 	m.CompactionBytes = d.metrics.compactBytesOut.Load()
@@ -95,6 +114,7 @@ func (d *DB) Metrics() Metrics {
 		m.Journal = d.wal.Stats()
 	}
 	d.mu.Lock()
+	m.DuplicateShare = d.mu.dupShare
 	if d.mu.bgErr != nil {
 		m.BackgroundError = d.mu.bgErr.Error()
 	}
@@ -105,7 +125,8 @@ func (d *DB) Metrics() Metrics {
 // String prints the metrics as a small table.
 func (m *Metrics) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "memtables: %d (%d bytes)\n", m.MemtableCount, m.MemtableBytes)
+	fmt.Fprintf(&b, "memtable (%s): %d segments, %d bytes, peak %d; in-memory compactions %d, merges %d dropping %d entries; duplicate share %.2f\n",
+		m.MemtablePolicy, m.MemtableCount, m.MemtableBytes, m.PeakMemtableBytes, m.InMemoryCompactions, m.InMemoryMerges, m.InMemoryDropped, m.DuplicateShare)
 	for l, lm := range m.Levels {
 		if lm.Tables > 0 {
 			fmt.Fprintf(&b, "L%d: %d tables, %d bytes\n", l, lm.Tables, lm.Bytes)

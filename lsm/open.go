@@ -295,6 +295,7 @@ func (d *DB) replay() error {
 			// Make replayed data flushable so the journal can be checkpointed.
 			d.mu.mem.queue = append(d.mu.mem.queue, d.mu.mem.mutable)
 			d.mu.mem.mutable = d.newMemTable(0)
+			d.mu.flushRequested = true
 		}
 	}
 	return nil
@@ -384,11 +385,11 @@ func (d *DB) Close() error {
 			d.rotateLocked(0)
 		}
 		for len(d.mu.mem.queue) > 0 && d.mu.bgErr == nil {
-			d.maybeScheduleFlushLocked()
+			d.markFlushLocked()
 			d.mu.cond.Wait()
 		}
 	}
-	for d.mu.compacting > 0 || d.mu.flushing {
+	for d.mu.compacting > 0 || d.mu.flushing || d.mu.memCompacting {
 		d.mu.cond.Wait()
 	}
 	d.mu.closed = true

@@ -29,10 +29,22 @@ type Options struct {
 	// Journal configures the write-ahead journal.
 	Journal JournalOptions
 
-	// MemtableSize is the size of one memtable arena. Default 64 MiB.
+	// MemtableSize is the memory of the memtable pipeline at which it is
+	// flushed to an L0 table. Default 64 MiB.
 	MemtableSize int64
-	// MaxMemtables is how many memtables (the mutable one plus those waiting
-	// to be flushed) may exist before writes stall. Default 2.
+	// InMemoryFlushSize is the size of the active (mutable) segment; when it
+	// is full it joins the pipeline of immutable segments, where the
+	// MemtablePolicy works on it. Default MemtableSize/8.
+	InMemoryFlushSize int64
+	// MemtablePolicy is the in-memory compaction policy: none, basic, eager
+	// or adaptive. Default basic.
+	MemtablePolicy MemtablePolicy
+	// AdaptiveThreshold is the share of duplicate keys at or above which the
+	// adaptive policy merges eagerly. Default 0.3.
+	AdaptiveThreshold float64
+	// MaxMemtables bounds memtable memory at MaxMemtables*MemtableSize
+	// (the pipeline being flushed plus the one filling); writes stall
+	// beyond. Default 2.
 	MaxMemtables int
 
 	// Cache is the block cache; shared by several engines if set. Default: a
@@ -110,6 +122,18 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MaxMemtables == 0 {
 		o.MaxMemtables = 2
 	}
+	if o.InMemoryFlushSize == 0 {
+		o.InMemoryFlushSize = o.MemtableSize / 8
+		if o.InMemoryFlushSize < 64<<10 {
+			o.InMemoryFlushSize = 64 << 10
+		}
+	}
+	if o.MemtablePolicy == "" {
+		o.MemtablePolicy = PolicyBasic
+	}
+	if o.AdaptiveThreshold == 0 {
+		o.AdaptiveThreshold = 0.3
+	}
 	if o.CacheSize == 0 {
 		o.CacheSize = 128 << 20
 	}
@@ -150,6 +174,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("lsm: memtable size %d out of range [256KiB, 2GiB]", o.MemtableSize)
 	case o.MaxMemtables < 2:
 		return fmt.Errorf("lsm: max memtables %d < 2", o.MaxMemtables)
+	case o.InMemoryFlushSize < 64<<10 || o.InMemoryFlushSize > o.MemtableSize:
+		return fmt.Errorf("lsm: in-memory flush size %d out of range [64KiB, memtable size %d]", o.InMemoryFlushSize, o.MemtableSize)
+	case o.MemtablePolicy.valid() != nil:
+		return o.MemtablePolicy.valid()
+	case o.AdaptiveThreshold <= 0 || o.AdaptiveThreshold > 1:
+		return fmt.Errorf("lsm: adaptive threshold %g out of range (0, 1]", o.AdaptiveThreshold)
 	case o.BlockSize < 1<<10 || o.BlockSize > 1<<20:
 		return fmt.Errorf("lsm: block size %d out of range [1KiB, 1MiB]", o.BlockSize)
 	case o.TargetFileSize < 64<<10:
@@ -173,7 +203,8 @@ func (o *Options) Validate() error {
 // String prints the effective options, one per line, for `lsmfs stats`.
 func (o *Options) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "memtable_size=%d\nmax_memtables=%d\n", o.MemtableSize, o.MaxMemtables)
+	fmt.Fprintf(&b, "memtable_size=%d\ninmemory_flush_size=%d\nmemtable_policy=%s\nadaptive_threshold=%g\nmax_memtables=%d\n",
+		o.MemtableSize, o.InMemoryFlushSize, o.MemtablePolicy, o.AdaptiveThreshold, o.MaxMemtables)
 	fmt.Fprintf(&b, "cache_size=%d\nblock_size=%d\nbloom_bits_per_key=%d\ncompression=%v\n", o.CacheSize, o.BlockSize, o.BloomBitsPerKey, !o.DisableCompression)
 	fmt.Fprintf(&b, "target_file_size=%d\nl0_trigger=%d\nl0_stop_writes=%d\nlbase_max_bytes=%d\nlevel_ratio=%d\ncompaction_concurrency=%d\n",
 		o.TargetFileSize, o.L0CompactionTrigger, o.L0StopWritesTrigger, o.LBaseMaxBytes, o.LevelMultiplier, o.MaxConcurrentCompactions)

@@ -176,3 +176,60 @@ func BenchmarkAdd(b *testing.B) {
 		}
 	}
 }
+
+func TestFlatMatchesSkiplist(t *testing.T) {
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	m := memtable.New(4 << 20)
+	for i := 0; i < 5000; i++ {
+		k := []byte(fmt.Sprintf("k%d", rng.IntN(800)))
+		if err := m.Add(base.MakeInternalKey(k, uint64(i+1), base.Kind(rng.IntN(2))), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Add(base.MakeInternalKey([]byte("k1"), 9000, base.KindRangeDelete), []byte("k5"))
+	var b memtable.FlatBuilder
+	it := m.NewIter()
+	for ok := it.First(); ok; ok = it.Next() {
+		b.Add(it.Key(), it.Value())
+	}
+	f := b.Finish(m.Tombstones())
+	if f.Len() != int(m.Count()) || len(f.Tombstones()) != len(m.Tombstones()) {
+		t.Fatalf("flat has %d entries %d tombstones", f.Len(), len(f.Tombstones()))
+	}
+	if f.Size() >= m.Size() {
+		t.Errorf("flat segment (%d B) not smaller than the skiplist (%d B)", f.Size(), m.Size())
+	}
+	fi := f.NewIter()
+	for n := 0; n < 3000; n++ {
+		k := []byte(fmt.Sprintf("k%d", rng.IntN(850)))
+		snap := uint64(rng.IntN(6000))
+		k1, v1, ok1 := m.Get(k, snap)
+		k2, v2, ok2 := f.Get(k, snap)
+		if ok1 != ok2 || k1.Trailer != k2.Trailer || !bytes.Equal(v1, v2) {
+			t.Fatalf("Get(%s,%d): skiplist %v %v, flat %v %v", k, snap, k1, ok1, k2, ok2)
+		}
+		a, b := it.SeekGE(k), fi.SeekGE(k)
+		if a != b || (a && base.CompareInternal(it.Key(), fi.Key()) != 0) {
+			t.Fatalf("SeekGE(%s) differs", k)
+		}
+		for j := 0; j < 5 && a; j++ {
+			a, b = it.Next(), fi.Next()
+			if a != b || (a && base.CompareInternal(it.Key(), fi.Key()) != 0) {
+				t.Fatalf("Next after SeekGE(%s) differs", k)
+			}
+		}
+		a, b = it.SeekLT(k), fi.SeekLT(k)
+		if a != b || (a && base.CompareInternal(it.Key(), fi.Key()) != 0) {
+			t.Fatalf("SeekLT(%s) differs", k)
+		}
+		for j := 0; j < 5 && a; j++ {
+			a, b = it.Prev(), fi.Prev()
+			if a != b || (a && base.CompareInternal(it.Key(), fi.Key()) != 0) {
+				t.Fatalf("Prev after SeekLT(%s) differs", k)
+			}
+		}
+	}
+	t.Logf("skiplist %d B, flat %d B for %d entries; %d duplicate versions", m.Size(), f.Size(), f.Len(), f.DuplicateKeys())
+}

@@ -1,0 +1,233 @@
+package memtable
+
+import (
+	"bytes"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/rangedel"
+)
+
+// Flat is an immutable memtable segment: its entries in one sorted array,
+// which costs less memory per entry than a skiplist node and is searched by
+// binary search over a dense array of key prefixes (few cache misses). The
+// "basic" in-memory policy flattens each immutable segment; "eager" merges
+// segments into one Flat.
+//
+// Layout: data holds each entry's encoded internal key followed by its value;
+// ents[i] locates entry i; prefix[i] is its user key's first 8 bytes (see
+// keyPrefix), so most binary search steps touch only the prefix array.
+type Flat struct {
+	data   []byte
+	ents   []flatEnt
+	prefix []uint64
+	tombs  []base.RangeTombstone // fragmented
+}
+
+type flatEnt struct {
+	off    uint32 // of the key in data
+	keyLen uint32
+	valLen uint32
+}
+
+// FlatBuilder builds a Flat from entries added in CompareInternal order.
+type FlatBuilder struct {
+	f Flat
+}
+
+// Add appends an entry; keys must come in increasing internal order.
+func (b *FlatBuilder) Add(key base.InternalKey, value []byte) {
+	off := uint32(len(b.f.data))
+	b.f.data = key.Append(b.f.data)
+	b.f.data = append(b.f.data, value...)
+	b.f.ents = append(b.f.ents, flatEnt{off: off, keyLen: uint32(key.Size()), valLen: uint32(len(value))})
+	b.f.prefix = append(b.f.prefix, keyPrefix(b.f.data[off:off+uint32(key.Size())]))
+}
+
+// Finish returns the Flat with the given fragmented tombstones (copied).
+func (b *FlatBuilder) Finish(tombs []base.RangeTombstone) *Flat {
+	f := b.f
+	b.f = Flat{}
+	// Trim the slack of append growth: a Flat lives until flushed.
+	f.data = append([]byte(nil), f.data...)
+	f.ents = append([]flatEnt(nil), f.ents...)
+	f.prefix = append([]uint64(nil), f.prefix...)
+	if len(tombs) > 0 {
+		f.tombs = make([]base.RangeTombstone, len(tombs))
+		for i, t := range tombs {
+			f.tombs[i] = base.RangeTombstone{Start: append([]byte(nil), t.Start...), End: append([]byte(nil), t.End...), Seq: t.Seq}
+		}
+		f.tombs = rangedel.Fragment(f.tombs)
+	}
+	return &f
+}
+
+// Len is the number of point entries.
+func (f *Flat) Len() int { return len(f.ents) }
+
+// Size is the memory the segment holds, in bytes.
+func (f *Flat) Size() uint64 {
+	n := uint64(len(f.data)) + uint64(len(f.ents))*12 + uint64(len(f.prefix))*8
+	for _, t := range f.tombs {
+		n += uint64(len(t.Start)+len(t.End)) + 40
+	}
+	return n
+}
+
+// Empty reports whether the segment holds nothing.
+func (f *Flat) Empty() bool { return len(f.ents) == 0 && len(f.tombs) == 0 }
+
+// Tombstones returns the fragmented range tombstones; do not modify.
+func (f *Flat) Tombstones() []base.RangeTombstone { return f.tombs }
+
+func (f *Flat) key(i int) []byte {
+	e := f.ents[i]
+	return f.data[e.off : e.off+e.keyLen : e.off+e.keyLen]
+}
+
+func (f *Flat) value(i int) []byte {
+	e := f.ents[i]
+	s := e.off + e.keyLen
+	return f.data[s : s+e.valLen : s+e.valLen]
+}
+
+// search returns the index of the first entry whose encoded key is >= key.
+func (f *Flat) search(key []byte) int {
+	p := keyPrefix(key)
+	lo, hi := 0, len(f.ents)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		var less bool
+		if mp := f.prefix[m]; mp != p {
+			less = mp < p
+		} else {
+			less = compareKeys(f.key(m), key) < 0
+		}
+		if less {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// Get returns the newest point entry for ukey with a sequence number <= snap.
+func (f *Flat) Get(ukey []byte, snap base.SeqNum) (key base.InternalKey, value []byte, found bool) {
+	var buf [64]byte
+	i := f.search(base.MakeInternalKey(ukey, snap, base.KindMax).Append(buf[:0]))
+	if i >= len(f.ents) {
+		return base.InternalKey{}, nil, false
+	}
+	k, _ := base.DecodeInternalKey(f.key(i))
+	if !bytes.Equal(k.UserKey, ukey) {
+		return base.InternalKey{}, nil, false
+	}
+	return k, f.value(i), true
+}
+
+// NewIter returns an iterator over the point entries.
+func (f *Flat) NewIter() *FlatIter { return &FlatIter{f: f, i: -1} }
+
+// FlatIter iterates over a Flat; it implements base.InternalIterator.
+type FlatIter struct {
+	f   *Flat
+	i   int
+	key base.InternalKey
+	buf [64]byte
+}
+
+var _ base.InternalIterator = (*FlatIter)(nil)
+
+func (it *FlatIter) load() bool {
+	if it.i < 0 || it.i >= len(it.f.ents) {
+		return false
+	}
+	it.key, _ = base.DecodeInternalKey(it.f.key(it.i))
+	return true
+}
+
+// SeekGE implements base.InternalIterator.
+func (it *FlatIter) SeekGE(key []byte) bool {
+	it.i = it.f.search(base.MakeInternalKey(key, base.MaxSeqNum, base.KindMax).Append(it.buf[:0]))
+	return it.load()
+}
+
+// SeekLT implements base.InternalIterator.
+func (it *FlatIter) SeekLT(key []byte) bool {
+	it.i = it.f.search(base.MakeInternalKey(key, base.MaxSeqNum, base.KindMax).Append(it.buf[:0])) - 1
+	return it.load()
+}
+
+// First implements base.InternalIterator.
+func (it *FlatIter) First() bool { it.i = 0; return it.load() }
+
+// Last implements base.InternalIterator.
+func (it *FlatIter) Last() bool { it.i = len(it.f.ents) - 1; return it.load() }
+
+// Next implements base.InternalIterator.
+func (it *FlatIter) Next() bool {
+	if it.i >= len(it.f.ents) {
+		return false
+	}
+	it.i++
+	return it.load()
+}
+
+// Prev implements base.InternalIterator.
+func (it *FlatIter) Prev() bool {
+	if it.i < 0 {
+		return false
+	}
+	it.i--
+	return it.load()
+}
+
+// Key implements base.InternalIterator.
+func (it *FlatIter) Key() base.InternalKey { return it.key }
+
+// Value implements base.InternalIterator.
+func (it *FlatIter) Value() []byte { return it.f.value(it.i) }
+
+// Error implements base.InternalIterator.
+func (it *FlatIter) Error() error { return nil }
+
+// Close implements base.InternalIterator.
+func (it *FlatIter) Close() error { it.i = -1; return nil }
+
+// DuplicateKeys counts entries whose user key equals the previous entry's:
+// versions that an eager merge could drop.
+func (f *Flat) DuplicateKeys() int {
+	n := 0
+	var prev []byte
+	for i := range f.ents {
+		k := f.key(i)
+		u := k[:len(k)-base.TrailerLen]
+		if i > 0 && bytes.Equal(u, prev) {
+			n++
+		}
+		prev = u
+	}
+	return n
+}
+
+// userKeyAt returns entry i's user key, for samplers.
+func (f *Flat) userKeyAt(i int) []byte {
+	k := f.key(i)
+	return k[:len(k)-base.TrailerLen]
+}
+
+// SampleUserKeys returns up to n user keys spread over the segment.
+func (f *Flat) SampleUserKeys(n int) [][]byte {
+	if len(f.ents) == 0 || n <= 0 {
+		return nil
+	}
+	step := len(f.ents) / n
+	if step == 0 {
+		step = 1
+	}
+	var out [][]byte
+	for i := 0; i < len(f.ents) && len(out) < n; i += step {
+		out = append(out, f.userKeyAt(i))
+	}
+	return out
+}
