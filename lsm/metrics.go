@@ -45,7 +45,7 @@ type Metrics struct {
 	InMemoryCompactions, InMemoryMerges, InMemoryDropped uint64
 	// DuplicateShare is the adaptive policy's last measurement.
 	DuplicateShare float64
-	Levels        [numLevels]LevelMetrics
+	Levels         [numLevels]LevelMetrics
 
 	// UserBytes is the encoded size of all batches applied since open.
 	UserBytes uint64
