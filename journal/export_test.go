@@ -1,5 +1,10 @@
 package journal
 
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
 // Internals exposed to the black-box tests (package journal_test).
 
 // FrameInfo describes a frame of the recovered log.
@@ -34,3 +39,97 @@ func ListFrames(dev Device) ([]FrameInfo, Recovery, error) {
 
 // FrameHeaderSize is the length of a frame header.
 const FrameHeaderSize = frameHeaderSize
+
+// FuzzMaxFrameLen bounds frames in DecodeFrame: the quarter of a 4 MiB ring.
+const FuzzMaxFrameLen = 1 << 20
+
+// EncodeFrame builds a frame as the committer would.
+func EncodeFrame(uuid [16]byte, nonce, seq, firstLSN uint64, recs [][]byte, compress bool) []byte {
+	var lens, body []byte
+	for _, r := range recs {
+		lens = binary.AppendUvarint(lens, uint64(len(r)))
+		body = append(body, r...)
+	}
+	buf := alignedBuf(int(frameLen(len(lens) + len(body))))
+	e := frameEncoder{seed: frameSeed(uuid, nonce), compress: compress}
+	_, n := e.encode(buf, seq, firstLSN, len(recs), lens, body)
+	return buf[:n]
+}
+
+// DecodeFrame decodes the frame at the start of b as recovery and replay
+// would (any seq accepted) and returns copies of its records.
+func DecodeFrame(b []byte, uuid [16]byte, nonce uint64) (seq, firstLSN uint64, recs [][]byte, err error) {
+	h, err := decodeFrameHeader(b, FuzzMaxFrameLen)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if err := verifyFrame(b, &h, frameSeed(uuid, nonce)); err != nil {
+		return 0, 0, nil, err
+	}
+	var scratch []byte
+	raw, err := framePayload(b, &h, &scratch)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	err = forEachRecord(raw, h.count, func(_ int, rec []byte) error {
+		recs = append(recs, append([]byte{}, rec...))
+		return nil
+	})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return h.seq, h.firstLSN, recs, nil
+}
+
+// FixFrameChecksum rewrites the checksum of the (possibly mutated) frame at
+// the start of b, when its header gives a stored length that fits in b, so
+// that a fuzzer reaches the payload decoder. It reports whether it did.
+func FixFrameChecksum(b []byte, uuid [16]byte, nonce uint64) bool {
+	if len(b) < frameHeaderSize {
+		return false
+	}
+	stored := int(binary.LittleEndian.Uint32(b[fhOffStoredLen:]))
+	if stored < 0 || stored > len(b)-frameHeaderSize {
+		return false
+	}
+	c := frameChecksum(frameSeed(uuid, nonce), b, b[frameHeaderSize:frameHeaderSize+stored])
+	binary.LittleEndian.PutUint32(b[fhOffCRC:], c)
+	return true
+}
+
+// Superblock is the decoded content of a superblock copy.
+type Superblock struct {
+	UUID                [16]byte
+	Nonce, Generation   uint64
+	RingStart, RingSize int64
+	CkptLSN             uint64
+	CkptOff             int64
+	CkptSeq             uint64
+}
+
+// DecodeSuperblock decodes the superblock copy b read from slot copyIdx.
+func DecodeSuperblock(b []byte, copyIdx int) (Superblock, error) {
+	sb, err := decodeSuperblock(b, copyIdx)
+	return Superblock{sb.uuid, sb.nonce, sb.generation, sb.ringStart, sb.ringSize, sb.ckpt.lsn, sb.ckpt.off, sb.ckpt.seq}, err
+}
+
+// EncodeSuperblock encodes s into a BlockSize block (its slot is
+// s.Generation mod 2).
+func EncodeSuperblock(s Superblock) []byte {
+	sb := superblock{s.UUID, s.Nonce, s.Generation, s.RingStart, s.RingSize, checkpointPos{s.CkptLSN, s.CkptOff, s.CkptSeq}}
+	b := make([]byte, BlockSize)
+	sb.encode(b)
+	return b
+}
+
+// FixSuperblockChecksum rewrites the checksum of a (possibly mutated)
+// superblock copy.
+func FixSuperblockChecksum(b []byte) {
+	if len(b) >= sbLen {
+		binary.LittleEndian.PutUint32(b[sbOffCRC:], crc32.Checksum(b[:sbOffCRC], castagnoli))
+	}
+}
+
+// SuperblockLen is the number of bytes of a superblock copy the format
+// defines.
+const SuperblockLen = sbLen

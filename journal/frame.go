@@ -139,8 +139,11 @@ func decodeFrameHeader(b []byte, maxLen int64) (frameHeader, error) {
 		return h, fmt.Errorf("%w: uncompressed frame with raw=%d stored=%d", ErrInvalidFrame, h.rawLen, h.storedLen)
 	case h.flags&flagLZ4 != 0 && (h.storedLen == 0 || h.storedLen >= h.rawLen):
 		return h, fmt.Errorf("%w: compressed frame with raw=%d stored=%d", ErrInvalidFrame, h.rawLen, h.storedLen)
-	case h.len() > maxLen:
-		return h, fmt.Errorf("%w: frame length %d exceeds %d", ErrInvalidFrame, h.len(), maxLen)
+	case h.len() > maxLen || frameLen(int(h.rawLen)) > maxLen:
+		// The writer never builds a frame whose raw form would exceed a
+		// quarter of the ring; checking rawLen too bounds the memory a
+		// decompression may ask for.
+		return h, fmt.Errorf("%w: frame length %d (raw %d) exceeds %d", ErrInvalidFrame, h.len(), frameLen(int(h.rawLen)), maxLen)
 	}
 	return h, nil
 }
