@@ -90,7 +90,7 @@ func TestCorruptionFlips(t *testing.T) {
 			}
 			step := 1
 			if testing.Short() || raceEnabled {
-				step = 7 // every 7th byte: still every block and field
+				step = 13 // every 13th byte: still every block and field
 			}
 			detected, unnoticed := 0, 0
 			mut := make([]byte, len(data))

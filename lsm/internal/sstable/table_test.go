@@ -28,6 +28,14 @@ var optionVariants = []sstable.WriterOptions{
 	{BlockSize: 1 << 20, RestartInterval: 3},
 }
 
+// opsPerTable is the length of the random op sequences; -race runs fewer.
+func opsPerTable() int {
+	if raceEnabled || testing.Short() {
+		return 800
+	}
+	return 3000
+}
+
 func TestRoundTripRandom(t *testing.T) {
 	seed := testSeed(t)
 	for vi, opts := range optionVariants {
@@ -59,7 +67,7 @@ func TestRoundTripRandom(t *testing.T) {
 					t.Fatal(err)
 				}
 				it = r.NewIter()
-				runOps(t, rng, it, kvs, 3000)
+				runOps(t, rng, it, kvs, opsPerTable())
 				if err := it.Close(); err != nil {
 					t.Fatal(err)
 				}
