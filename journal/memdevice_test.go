@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sync"
+	"time"
 )
 
 // memDevice is an in-memory journal.Device of fixed size with strict
@@ -21,8 +22,11 @@ type memDevice struct {
 	// fault, if set, is consulted before every WriteAt ("write") and Sync
 	// ("sync"); a non-nil result fails the operation (a write is then not
 	// applied).
-	fault  func(op string, off int64, n int) error
-	writes int
+	fault func(op string, off int64, n int) error
+	// syncDelay makes every Sync sleep first (outside the lock), widening
+	// the window in which a written frame is not yet durable.
+	syncDelay time.Duration
+	writes    int
 	syncs  int
 }
 
@@ -77,6 +81,9 @@ func (d *memDevice) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (d *memDevice) Sync() error {
+	if d.syncDelay > 0 {
+		time.Sleep(d.syncDelay)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
