@@ -27,7 +27,7 @@ type memDevice struct {
 	// the window in which a written frame is not yet durable.
 	syncDelay time.Duration
 	writes    int
-	syncs  int
+	syncs     int
 }
 
 type pendingWrite struct {
