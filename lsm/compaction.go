@@ -3,17 +3,20 @@ package lsm
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
 )
 
-// compaction is a picked unit of background work: tables of startLevel and
-// the overlapping tables of outputLevel, merged into new outputLevel tables.
+// compaction is a picked unit of background work: input tables from one or
+// more levels merged into new tables of outputLevel. Leveled compactions
+// take tables of one level and the overlapping tables of the next; tiered
+// ones take whole sorted runs.
 type compaction struct {
-	startLevel, outputLevel int
-	inputs                  [2][]*tableMeta
+	inputs      []compactionLevel
+	outputLevel int
 	// smallest and largest bound the inputs' user keys.
 	smallest, largest []byte
 	// elide: no table below outputLevel overlaps the inputs, so deleted data
@@ -24,22 +27,28 @@ type compaction struct {
 	reason string
 }
 
+// compactionLevel is the input tables of one level.
+type compactionLevel struct {
+	level int
+	files []*tableMeta
+}
+
 // String prints the compaction, for logs and tests.
 func (c *compaction) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "L%d->L%d (%s)", c.startLevel, c.outputLevel, c.reason)
+	fmt.Fprintf(&b, "L%d->L%d (%s)", c.inputs[0].level, c.outputLevel, c.reason)
 	if c.move {
 		b.WriteString(" move")
 	}
 	if c.elide {
 		b.WriteString(" elide")
 	}
-	for i, in := range c.inputs {
-		if len(in) == 0 {
+	for _, in := range c.inputs {
+		if len(in.files) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, " L%d:", []int{c.startLevel, c.outputLevel}[i])
-		for _, f := range in {
+		fmt.Fprintf(&b, " L%d:", in.level)
+		for _, f := range in.files {
 			fmt.Fprintf(&b, " %06d", f.FileNum)
 		}
 	}
@@ -47,7 +56,11 @@ func (c *compaction) String() string {
 }
 
 func (c *compaction) allInputs() []*tableMeta {
-	return append(append([]*tableMeta(nil), c.inputs[0]...), c.inputs[1]...)
+	var out []*tableMeta
+	for _, in := range c.inputs {
+		out = append(out, in.files...)
+	}
+	return out
 }
 
 func anyCompacting(files []*tableMeta) bool {
@@ -82,6 +95,15 @@ func (d *DB) levelTarget(l int) uint64 {
 
 // pickLocked picks the most urgent compaction, or nil. d.mu is held.
 func (d *DB) pickLocked() *compaction {
+	if d.opts.Compaction == CompactionTiered {
+		return d.pickTieredLocked()
+	}
+	return d.pickLeveledLocked()
+}
+
+// pickLeveledLocked scores L0 by table count and L1+ by size against their
+// targets, and compacts the worst level into the next.
+func (d *DB) pickLeveledLocked() *compaction {
 	v := d.mu.versions.current
 	bestLevel, bestScore := -1, 1.0
 	if n := len(v.levels[0]); n > 0 && !anyCompacting(v.levels[0]) {
@@ -131,14 +153,14 @@ func (d *DB) setupCompactionLocked(level int, inputs []*tableMeta, reason string
 	if len(inputs) == 0 || anyCompacting(inputs) {
 		return nil
 	}
-	c := &compaction{startLevel: level, outputLevel: level + 1, reason: reason}
-	c.inputs[0] = inputs
+	c := &compaction{outputLevel: level + 1, reason: reason}
 	c.smallest, c.largest = bounds(inputs)
-	c.inputs[1] = v.overlaps(c.outputLevel, c.smallest, c.largest)
-	if anyCompacting(c.inputs[1]) {
+	next := v.overlaps(c.outputLevel, c.smallest, c.largest)
+	if anyCompacting(next) {
 		return nil
 	}
-	if len(c.inputs[1]) > 0 {
+	c.inputs = []compactionLevel{{level, inputs}, {level + 1, next}}
+	if len(next) > 0 {
 		lo, hi := bounds(c.allInputs())
 		c.smallest, c.largest = lo, hi
 	}
@@ -149,7 +171,7 @@ func (d *DB) setupCompactionLocked(level int, inputs []*tableMeta, reason string
 			break
 		}
 	}
-	c.move = level > 0 && len(c.inputs[0]) == 1 && len(c.inputs[1]) == 0 && !c.elide
+	c.move = level > 0 && len(inputs) == 1 && len(next) == 0 && !c.elide
 	return c
 }
 
@@ -199,14 +221,13 @@ func (d *DB) finishCompactionLocked(c *compaction) {
 // runCompaction merges the inputs and installs the outputs.
 func (d *DB) runCompaction(c *compaction) error {
 	e := &manifest.Edit{}
-	for i, in := range c.inputs {
-		level := []int{c.startLevel, c.outputLevel}[i]
-		for _, f := range in {
-			e.Deleted = append(e.Deleted, manifest.DeletedFile{Level: level, FileNum: f.FileNum})
+	for _, in := range c.inputs {
+		for _, f := range in.files {
+			e.Deleted = append(e.Deleted, manifest.DeletedFile{Level: in.level, FileNum: f.FileNum})
 		}
 	}
 	if c.move {
-		e.Added = append(e.Added, manifest.NewFile{Level: c.outputLevel, Meta: c.inputs[0][0].FileMetadata})
+		e.Added = append(e.Added, manifest.NewFile{Level: c.outputLevel, Meta: c.inputs[0].files[0].FileMetadata})
 		d.mu.Lock()
 		err := d.mu.versions.logAndApply(e)
 		if err == nil {
@@ -240,7 +261,11 @@ func (d *DB) runCompaction(c *compaction) error {
 	}
 	miter := newMergingIter(iters)
 	ci := newCompactionIter(miter, snapshots, fragment(tombs), c.elide)
-	outputs, written, err := d.writeTables(ci, uint64(d.opts.TargetFileSize))
+	target := uint64(d.opts.TargetFileSize)
+	if c.outputLevel == 0 {
+		target = math.MaxUint64 // an L0 output is one table: one sorted run
+	}
+	outputs, written, err := d.writeTables(ci, target)
 	miter.Close()
 	if err != nil {
 		return err
@@ -285,6 +310,9 @@ func (d *DB) Compact(start, end []byte) error {
 	}()
 	for d.mu.compacting > 0 && !d.mu.closed {
 		d.mu.cond.Wait()
+	}
+	if d.opts.Compaction == CompactionTiered {
+		return d.compactAllRunsLocked()
 	}
 	for level := 0; level < numLevels-1; level++ {
 		if d.mu.closed {

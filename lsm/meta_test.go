@@ -113,6 +113,8 @@ func randomOptions(rng *rand.Rand, fs vfs.FS) *lsm.Options {
 		MemtableSize:             int64(pick(256<<10, 512<<10, 1<<20)),
 		MemtablePolicy:           []lsm.MemtablePolicy{lsm.PolicyNone, lsm.PolicyBasic, lsm.PolicyEager, lsm.PolicyAdaptive}[rng.IntN(4)],
 		AdaptiveThreshold:        []float64{0.05, 0.3, 0.9}[rng.IntN(3)],
+		Compaction:               []lsm.CompactionStyle{lsm.CompactionLeveled, lsm.CompactionTiered}[rng.IntN(2)],
+		TierRatio:                []float64{1, 2, 4}[rng.IntN(3)],
 		MaxMemtables:             pick(2, 3, 4),
 		CacheSize:                int64(pick(-1, 1<<20, 8<<20)),
 		BlockSize:                pick(1<<10, 4<<10, 16<<10),
@@ -170,7 +172,7 @@ func runMeta(t *testing.T, seed uint64, nops int) {
 	if r.db != nil {
 		r.collect()
 	}
-	t.Logf("seed %d, policy %s: %v", seed, r.opts.MemtablePolicy, r.stats)
+	t.Logf("seed %d, policy %s, compaction %s: %v", seed, r.opts.MemtablePolicy, r.opts.Compaction, r.stats)
 }
 
 func (r *metaRun) logf(format string, args ...any) {

@@ -65,8 +65,15 @@ type Options struct {
 	// Default 8 MiB.
 	TargetFileSize int64
 
-	// L0CompactionTrigger is the number of L0 tables that triggers an L0
-	// compaction. Default 4.
+	// Compaction is the on-disk compaction style: leveled or tiered.
+	// Default leveled.
+	Compaction CompactionStyle
+	// TierRatio: under the tiered style, a run joins a merge while its size
+	// is at most TierRatio times the runs before it. Default 2.
+	TierRatio float64
+
+	// L0CompactionTrigger is the number of L0 tables (leveled) or sorted
+	// runs (tiered) that triggers a compaction. Default 4.
 	L0CompactionTrigger int
 	// L0StopWritesTrigger is the number of L0 tables at which writes stall.
 	// Default 20.
@@ -146,6 +153,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.TargetFileSize == 0 {
 		o.TargetFileSize = 8 << 20
 	}
+	if o.Compaction == "" {
+		o.Compaction = CompactionLeveled
+	}
+	if o.TierRatio == 0 {
+		o.TierRatio = 2
+	}
 	if o.L0CompactionTrigger == 0 {
 		o.L0CompactionTrigger = 4
 	}
@@ -184,6 +197,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("lsm: block size %d out of range [1KiB, 1MiB]", o.BlockSize)
 	case o.TargetFileSize < 64<<10:
 		return fmt.Errorf("lsm: target file size %d < 64KiB", o.TargetFileSize)
+	case o.Compaction.valid() != nil:
+		return o.Compaction.valid()
+	case o.TierRatio < 1:
+		return fmt.Errorf("lsm: tier ratio %g < 1", o.TierRatio)
 	case o.L0CompactionTrigger < 1:
 		return fmt.Errorf("lsm: l0 compaction trigger %d < 1", o.L0CompactionTrigger)
 	case o.L0StopWritesTrigger <= o.L0CompactionTrigger:
@@ -206,6 +223,7 @@ func (o *Options) String() string {
 	fmt.Fprintf(&b, "memtable_size=%d\ninmemory_flush_size=%d\nmemtable_policy=%s\nadaptive_threshold=%g\nmax_memtables=%d\n",
 		o.MemtableSize, o.InMemoryFlushSize, o.MemtablePolicy, o.AdaptiveThreshold, o.MaxMemtables)
 	fmt.Fprintf(&b, "cache_size=%d\nblock_size=%d\nbloom_bits_per_key=%d\ncompression=%v\n", o.CacheSize, o.BlockSize, o.BloomBitsPerKey, !o.DisableCompression)
+	fmt.Fprintf(&b, "compaction=%s\ntier_ratio=%g\n", o.Compaction, o.TierRatio)
 	fmt.Fprintf(&b, "target_file_size=%d\nl0_trigger=%d\nl0_stop_writes=%d\nlbase_max_bytes=%d\nlevel_ratio=%d\ncompaction_concurrency=%d\n",
 		o.TargetFileSize, o.L0CompactionTrigger, o.L0StopWritesTrigger, o.LBaseMaxBytes, o.LevelMultiplier, o.MaxConcurrentCompactions)
 	fmt.Fprintf(&b, "journal=%s\njournal_size=%d\ncommit_interval=%s\njournal_max_frame=%d\njournal_compression=%v\n",
