@@ -267,7 +267,8 @@ func (it *Iterator) Prev() bool {
 func (it *Iterator) Valid() bool { return it.pos == posValid && it.err == nil }
 
 // Key returns the current key (zero when not on an entry). Its UserKey is
-// valid until the next positioning call.
+// valid until the next positioning call and may alias a shared block: never
+// modify it.
 func (it *Iterator) Key() base.InternalKey {
 	if !it.Valid() {
 		return base.InternalKey{}
