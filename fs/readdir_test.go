@@ -1,0 +1,180 @@
+package fs_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/lsmfs/lsmfs/fs"
+)
+
+func TestReaddirDotEntries(t *testing.T) {
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+	d := e.mustMkdir(1, "d")
+	f, fh := e.mustCreate(d, "f")
+	e.release(f, fh)
+	ents := e.readdir(d)
+	want := []fuse.DirEntry{
+		{Name: ".", Ino: d, Mode: syscall.S_IFDIR, Off: 1},
+		{Name: "..", Ino: 1, Mode: syscall.S_IFDIR, Off: 2},
+		{Name: "f", Ino: f, Mode: syscall.S_IFREG, Off: 3},
+	}
+	if !reflect.DeepEqual(ents, want) {
+		t.Fatalf("got %v\nwant %v", ents, want)
+	}
+	if ents := e.readdir(1); ents[1].Ino != 1 {
+		t.Fatalf("root .. = %d", ents[1].Ino)
+	}
+	_, err := e.opendir(f)
+	wantErr(t, "opendir file", err, syscall.ENOTDIR)
+}
+
+// TestReaddirSeek is posixtest's DirSeek (xfstests generic/257): after a
+// full listing in small buffers, seeking to each entry's predecessor's
+// cookie returns that entry.
+func TestReaddirSeek(t *testing.T) {
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+	d := e.mustMkdir(1, "ttt")
+	for i := 1; i <= 168; i++ {
+		ino, fh := e.mustCreate(d, fmt.Sprint(i))
+		e.release(ino, fh)
+	}
+	fh, _ := e.opendir(d)
+	defer e.releasedir(d, fh)
+	var all []fuse.DirEntry
+	off := uint64(0)
+	for {
+		ents, _, err := e.readdirAt(d, fh, off, 300, false)
+		wantErr(t, "readdir", err, 0)
+		if len(ents) == 0 {
+			break
+		}
+		all = append(all, ents...)
+		off = ents[len(ents)-1].Off
+	}
+	if len(all) != 170 {
+		t.Fatalf("%d entries, want 170", len(all))
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		var seek uint64
+		if i > 0 {
+			seek = all[i-1].Off
+		}
+		ents, _, err := e.readdirAt(d, fh, seek, 300, false)
+		if err != 0 || len(ents) == 0 || ents[0] != all[i] {
+			t.Fatalf("seek to %d: got %v (%v), want %v", seek, ents, err, all[i])
+		}
+	}
+	// Past the end.
+	ents, _, _ := e.readdirAt(d, fh, 1000, 300, false)
+	if len(ents) != 0 {
+		t.Fatalf("read past the end: %v", ents)
+	}
+}
+
+// TestReaddirConcurrentChanges lists a directory in small steps while
+// entries are created and removed: every entry that survives from the
+// opendir to the end is returned exactly once, and no entry twice.
+func TestReaddirConcurrentChanges(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+	d := e.mustMkdir(1, "d")
+	live := map[string]bool{}
+	for i := 0; i < 300; i++ {
+		name := fmt.Sprintf("f%04d", rng.IntN(10000))
+		if live[name] {
+			continue
+		}
+		ino, fh := e.mustCreate(d, name)
+		e.release(ino, fh)
+		live[name] = true
+	}
+	initial := map[string]bool{}
+	for n := range live {
+		initial[n] = true
+	}
+	fh, _ := e.opendir(d)
+	defer e.releasedir(d, fh)
+	seen := map[string]int{}
+	off := uint64(0)
+	for step := 0; ; step++ {
+		ents, _, err := e.readdirAt(d, fh, off, 200, step%2 == 1)
+		wantErr(t, "readdir", err, 0)
+		if len(ents) == 0 {
+			break
+		}
+		for _, en := range ents {
+			seen[en.Name]++
+		}
+		off = ents[len(ents)-1].Off
+		// Change the directory between calls.
+		for j := 0; j < 5; j++ {
+			name := fmt.Sprintf("f%04d", rng.IntN(10000))
+			if live[name] {
+				wantErr(t, "unlink", e.unlink(d, name), 0)
+				delete(live, name)
+			} else {
+				ino, fh := e.mustCreate(d, name)
+				e.release(ino, fh)
+				live[name] = true
+			}
+		}
+	}
+	for n, c := range seen {
+		if c != 1 {
+			t.Fatalf("seed %d: %q returned %d times", seed, n, c)
+		}
+	}
+	for n := range initial {
+		if live[n] && seen[n] == 0 {
+			t.Fatalf("seed %d: surviving entry %q skipped", seed, n)
+		}
+	}
+	// Rewind: the listing now shows the current directory.
+	ents, _, _ := e.readdirAt(d, fh, 0, 1<<16, false)
+	got := map[string]bool{}
+	for _, en := range ents {
+		if en.Name != "." && en.Name != ".." {
+			got[en.Name] = true
+		}
+	}
+	if !reflect.DeepEqual(got, live) {
+		t.Fatalf("seed %d: after rewind %d names, want %d", seed, len(got), len(live))
+	}
+	e.check()
+}
+
+func TestReaddirPlus(t *testing.T) {
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+	d := e.mustMkdir(1, "d")
+	a, fh := e.mustCreate(d, "a")
+	e.mustWrite(a, fh, 0, []byte("12345")) // buffered: readdirplus sees it
+	b, bfh := e.mustCreate(d, "b")
+	e.release(b, bfh)
+	dfh, _ := e.opendir(d)
+	ents, outs, err := e.readdirAt(d, dfh, 0, 4096, true)
+	wantErr(t, "readdirplus", err, 0)
+	if len(ents) != 4 || outs[0].NodeId != 0 || outs[1].NodeId != 0 {
+		t.Fatalf("entries %v outs %+v", ents, outs)
+	}
+	if outs[2].NodeId != a || outs[2].Size != 5 || outs[2].Mode != syscall.S_IFREG|0o644 || outs[3].NodeId != b {
+		t.Fatalf("attrs %+v", outs[2:])
+	}
+	// After a change the snapshot is stale: a renamed entry gets no
+	// attributes (no kernel dentry), an untouched one still does.
+	if err := e.rename(d, "b", d, "c", 0); err != 0 {
+		t.Fatal(err)
+	}
+	ents, outs, _ = e.readdirAt(d, dfh, 2, 4096, true)
+	if len(ents) != 2 || ents[1].Name != "b" || outs[1].NodeId != 0 || outs[0].NodeId != a {
+		t.Fatalf("stale snapshot: %v %+v", ents, outs)
+	}
+	e.releasedir(d, dfh)
+	e.release(a, fh)
+}
