@@ -47,6 +47,9 @@ type Config struct {
 
 	// AllowOther lets other users access the mount. Default off.
 	AllowOther bool
+	// WritebackCache asks the kernel for the FUSE writeback cache. Default
+	// off.
+	WritebackCache bool
 	// ReadOnly mounts read-only. Default off.
 	ReadOnly bool
 	// FsName is the source shown in /proc/mounts. Default: DATADIR.
@@ -152,6 +155,9 @@ func (c *Config) String() string {
 	if c.AllowOther {
 		opts = append(opts, "allow_other")
 	}
+	if c.WritebackCache {
+		opts = append(opts, "writeback_cache")
+	}
 	if c.ReadOnly {
 		opts = append(opts, "ro")
 	}
@@ -215,7 +221,13 @@ func (c *Config) FUSEOptions(recommended fuse.MountOptions, dataDir string, logg
 	mo.AllowOther = mo.AllowOther || c.AllowOther
 	mo.Debug = mo.Debug || c.Debug
 	if logger != nil {
-		mo.Logger = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
+		// go-fuse writes its operation trace (with debug) and its rare
+		// complaints to one logger.
+		level := slog.LevelWarn
+		if mo.Debug {
+			level = slog.LevelDebug
+		}
+		mo.Logger = slog.NewLogLogger(logger.Handler(), level)
 	} else if mo.Logger == nil {
 		mo.Logger = log.New(io.Discard, "", 0)
 	}

@@ -271,6 +271,8 @@ func optionTable() []option {
 			GroupFUSE, "off", func(c *Config) { c.AllowOther = true }),
 		flag("default_permissions", "the kernel checks modes and ownership; always on (lsmfs does no permission checks of its own)",
 			GroupFUSE, "on", func(c *Config) {}),
+		flag("writeback_cache", "let the kernel gather writes in its page cache and send them in large chunks (FUSE writeback cache); data still reaches the journal at fsync, flush and close",
+			GroupFUSE, "off", func(c *Config) { c.WritebackCache = true }),
 		flag("ro", "mount read-only: the engine is opened read-only and every write fails with EROFS",
 			GroupFUSE, "", func(c *Config) { c.ReadOnly = true }),
 		flag("rw", "mount read-write", GroupFUSE, "rw", func(c *Config) { c.ReadOnly = false }),

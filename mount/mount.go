@@ -1,0 +1,239 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/lsmfs/lsmfs/fs"
+	"github.com/lsmfs/lsmfs/lsm"
+)
+
+// Mounted is a served lsmfs mount. Its methods are safe for concurrent use.
+type Mounted struct {
+	dataDir    string
+	mountpoint string
+	logger     *slog.Logger
+	db         *lsm.DB
+	fsys       *fs.FS
+	srv        *fuse.Server
+
+	// served is closed when the FUSE serve loop has returned (the kernel
+	// connection is gone).
+	served chan struct{}
+	// closed is closed once the filesystem and engine are closed; closeErr
+	// is set before.
+	closed   chan struct{}
+	closeErr error
+
+	unmountMu sync.Mutex // serializes Unmount
+}
+
+// Mount opens the lsmfs in dataDir and mounts it on mountpoint. An empty or
+// missing dataDir is formatted first with the defaults (not with a journal=
+// option, which might name a device holding another filesystem's journal, and
+// not read-only). Mount returns once the kernel serves the mount; cancelling
+// ctx then unmounts (lazily if the mount is busy, see Unmount). Every log line
+// carries the mount point. Errors are one line, name the directory, and match
+// lsm.ErrNotFormatted, lsm.ErrCorrupt or the journal's errors with errors.Is.
+func Mount(ctx context.Context, dataDir, mountpoint string, cfg Config, logger *slog.Logger) (*Mounted, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := cfg.Abs(); err != nil {
+		return nil, err
+	}
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	mountpoint, err = filepath.Abs(mountpoint)
+	if err != nil {
+		return nil, err
+	}
+	logger = logger.With("mountpoint", mountpoint)
+	if fi, err := os.Stat(mountpoint); err != nil {
+		return nil, fmt.Errorf("mount point: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("mount point %s is not a directory", mountpoint)
+	}
+
+	db, err := openOrFormat(dataDir, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	fsys, err := fs.New(db, cfg.FSOptions(logger.With("component", "fs")))
+	if err != nil {
+		db.Close()
+		return nil, openError(dataDir, err)
+	}
+	mo := cfg.FUSEOptions(fsys.MountOptions(), dataDir, logger.With("component", "fuse"))
+	srv, err := fuse.NewServer(fsys.Raw(), mountpoint, mo)
+	if err != nil {
+		err = fmt.Errorf("mount %s on %s: %w", dataDir, mountpoint, err)
+		return nil, errors.Join(err, fsys.Close(), db.Close())
+	}
+	m := &Mounted{
+		dataDir:    dataDir,
+		mountpoint: mountpoint,
+		logger:     logger,
+		db:         db,
+		fsys:       fsys,
+		srv:        srv,
+		served:     make(chan struct{}),
+		closed:     make(chan struct{}),
+	}
+	go func() {
+		srv.Serve()
+		close(m.served)
+	}()
+	go m.closeWhenServed()
+	if err := srv.WaitMount(); err != nil {
+		m.Unmount()
+		<-m.closed
+		return nil, fmt.Errorf("mount %s on %s: %w", dataDir, mountpoint, err)
+	}
+	logger.Info("mounted", "datadir", dataDir, "options", cfg.String(), "ignored", cfg.Ignored)
+	go func() {
+		select {
+		case <-ctx.Done():
+			logger.Info("unmounting", "reason", context.Cause(ctx))
+			if err := m.Unmount(); err != nil {
+				logger.Error("unmount", "err", err)
+			}
+		case <-m.served:
+		}
+	}()
+	return m, nil
+}
+
+// openOrFormat opens the engine in dataDir, formatting an empty or missing
+// dataDir with the defaults first.
+func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, error) {
+	engineOpts := cfg.EngineOptions(logger.With("component", "lsm"))
+	empty, err := IsEmptyDir(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if !empty {
+		db, err := lsm.Open(dataDir, engineOpts)
+		if err != nil {
+			return nil, openError(dataDir, err)
+		}
+		return db, nil
+	}
+	switch {
+	case cfg.ReadOnly:
+		return nil, fmt.Errorf("%s is empty and the mount is read-only: run lsmfs mkfs %s first", dataDir, dataDir)
+	case cfg.Journal != "":
+		return nil, fmt.Errorf("%s is empty: run lsmfs mkfs --journal %s %s first (a first mount formats only with the default journal)",
+			dataDir, cfg.Journal, dataDir)
+	}
+	db, uuid, err := format(dataDir, FormatOptions{
+		RootUID: uint32(os.Getuid()),
+		RootGID: uint32(os.Getgid()),
+	}, engineOpts)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("formatted empty data directory", "datadir", dataDir, "uuid", FormatUUID(uuid))
+	return db, nil
+}
+
+// openError turns an error from lsm.Open or fs.New into one line naming the
+// problem and the directory, keeping it matchable with errors.Is.
+func openError(dataDir string, err error) error {
+	switch {
+	case errors.Is(err, lsm.ErrNotFormatted), errors.Is(err, fs.ErrNotFormatted):
+		return &pointedError{fmt.Sprintf("%s is not an lsmfs data directory (format it with lsmfs mkfs)", dataDir), err}
+	case errors.Is(err, lsm.ErrCorrupt), errors.Is(err, fs.ErrCorrupt):
+		return fmt.Errorf("%s is corrupt (lsmfs fsck checks it): %w", dataDir, err)
+	}
+	return fmt.Errorf("open %s: %w", dataDir, err)
+}
+
+// pointedError replaces a long error chain's message with a pointed one and
+// keeps the chain for errors.Is and errors.As.
+type pointedError struct {
+	msg string
+	err error
+}
+
+func (e *pointedError) Error() string { return e.msg }
+func (e *pointedError) Unwrap() error { return e.err }
+
+// FSOptions returns the fs.Options c asks for.
+func (c *Config) FSOptions(logger *slog.Logger) fs.Options {
+	return fs.Options{Logger: logger, ReadOnly: c.ReadOnly, WritebackCache: c.WritebackCache}
+}
+
+// closeWhenServed closes the filesystem (flushing dirty buffers) and then the
+// engine once the kernel connection is gone.
+func (m *Mounted) closeWhenServed() {
+	<-m.served
+	err := m.fsys.Close()
+	if err != nil {
+		err = fmt.Errorf("close filesystem: %w", err)
+	}
+	if cerr := m.db.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("close engine: %w", cerr))
+	}
+	if err != nil {
+		m.logger.Error("closed with errors", "err", err)
+	} else {
+		m.logger.Info("unmounted and closed")
+	}
+	m.closeErr = err
+	close(m.closed)
+}
+
+// Mountpoint returns the absolute mount point.
+func (m *Mounted) Mountpoint() string { return m.mountpoint }
+
+// DataDir returns the absolute data directory.
+func (m *Mounted) DataDir() string { return m.dataDir }
+
+// Wait blocks until the mount is gone (external umount, Unmount, or ctx
+// cancellation) and the filesystem and engine are closed, and returns the
+// error of closing them.
+func (m *Mounted) Wait() error {
+	<-m.closed
+	return m.closeErr
+}
+
+// Done is closed when Wait would return.
+func (m *Mounted) Done() <-chan struct{} { return m.closed }
+
+// Unmount unmounts the filesystem. If the mount point is busy it detaches it
+// lazily instead (fusermount3 -u -z): it disappears from the namespace at
+// once, and the daemon finishes, flushes and closes when the last open file
+// is closed. Unmount does not wait for that; use Wait.
+func (m *Mounted) Unmount() error {
+	m.unmountMu.Lock()
+	defer m.unmountMu.Unlock()
+	select {
+	case <-m.served:
+		return nil
+	default:
+	}
+	err := m.srv.Unmount()
+	if err == nil {
+		return nil
+	}
+	m.logger.Warn("unmount failed; detaching lazily", "err", err)
+	if lerr := lazyUnmount(m.mountpoint); lerr != nil {
+		return fmt.Errorf("unmount %s: %w; lazy unmount: %w", m.mountpoint, err, lerr)
+	}
+	return nil
+}
