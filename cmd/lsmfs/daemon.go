@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"log/syslog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lsmfs/lsmfs/mount"
+)
+
+// Daemonization and readiness
+//
+// `lsmfs mount` (the parent) re-executes itself as
+//
+//	lsmfs mount --foreground --ready-fd=3 -o CANONICAL-OPTIONS DATADIR MOUNTPOINT
+//
+// in a new session (setsid), with its working directory at /, stdin and
+// stdout on /dev/null, stderr on the log file (log=) or on an in-memory file
+// the parent reads if the daemon fails, and fd 3 the write end of a pipe. The
+// daemon mounts and then writes one line on fd 3 and closes it:
+//
+//	ok                  the kernel serves the mount
+//	error: <reason>     the mount failed; the daemon exits non-zero
+//
+// The parent reads the pipe to EOF, so it also notices a daemon that dies
+// without a word (EOF, then it reaps the daemon and reports its status and the
+// last line it wrote to stderr). No polling, no sleeping.
+
+const (
+	readyOK    = "ok"
+	readyError = "error: "
+)
+
+// defaultPATH is what the daemon runs with when it inherits no PATH (mount(8)
+// clears it for its helpers); the daemon runs fusermount3 from it.
+const defaultPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// daemonize starts the daemon and waits until it reports readiness.
+func daemonize(req mountRequest, cfg mount.Config) error {
+	failed := func(err error) error { return withCode(exitMountFailed, err) }
+	exe, err := os.Executable()
+	if err != nil {
+		return failed(fmt.Errorf("find own executable: %w", err))
+	}
+	dataDir, err := filepath.Abs(req.dataDir)
+	if err != nil {
+		return failed(err)
+	}
+	mountpoint, err := filepath.Abs(req.mountpoint)
+	if err != nil {
+		return failed(err)
+	}
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return failed(err)
+	}
+	defer devnull.Close()
+	var stderr *os.File
+	if cfg.LogFile != "" {
+		stderr, err = os.OpenFile(cfg.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	} else {
+		stderr, err = memFile("lsmfs-daemon-stderr")
+	}
+	if err != nil {
+		return failed(fmt.Errorf("daemon log: %w", err))
+	}
+	defer stderr.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return failed(err)
+	}
+	defer pr.Close()
+
+	env := os.Environ()
+	if os.Getenv("PATH") == "" {
+		env = append(env, "PATH="+defaultPATH)
+	}
+	cmd := &exec.Cmd{
+		Path: exe,
+		Args: []string{exe, "mount", "--foreground", "--ready-fd=3",
+			"-o", cfg.String(), dataDir, mountpoint},
+		Env:         env,
+		Dir:         "/",
+		Stdin:       devnull,
+		Stdout:      devnull,
+		Stderr:      stderr,
+		ExtraFiles:  []*os.File{pw}, // fd 3
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	err = cmd.Start()
+	pw.Close() // the daemon holds the only write end now
+	if err != nil {
+		return failed(fmt.Errorf("start daemon: %w", err))
+	}
+	msg, _ := io.ReadAll(pr)
+	line := strings.TrimSpace(string(msg))
+	if line == readyOK {
+		return cmd.Process.Release()
+	}
+	werr := cmd.Wait()
+	if reason, ok := strings.CutPrefix(line, readyError); ok {
+		return failed(errors.New(reason))
+	}
+	return failed(fmt.Errorf("daemon exited before the mount was ready (%v)%s", werr, lastLine(stderr)))
+}
+
+// memFile returns an anonymous in-memory file.
+func memFile(name string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// lastLine returns ": " and the last non-empty line of f (from its start), or
+// "" if there is none or f is not readable.
+func lastLine(f *os.File) string {
+	var last string
+	sc := bufio.NewScanner(io.NewSectionReader(f, 0, 1<<20))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			last = l
+		}
+	}
+	if last == "" {
+		return ""
+	}
+	return ": " + last
+}
+
+// serve mounts in this process and serves until the mount goes away. With
+// req.readyFD >= 0 it is the daemon started by daemonize: it reports
+// readiness on that fd and then stops writing to the stderr the parent gave
+// it (unless that is the log file).
+func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
+	var ready *os.File
+	if req.readyFD >= 0 {
+		unix.CloseOnExec(req.readyFD) // fusermount3 and friends must not hold it
+		ready = os.NewFile(uintptr(req.readyFD), "ready")
+		signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	}
+	logger, closeLog, err := newLogger(cfg, ready == nil)
+	if err != nil {
+		err = withCode(exitMountFailed, fmt.Errorf("log: %w", err))
+		reportReady(ready, err)
+		return err
+	}
+	defer closeLog()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	m, err := mount.Mount(ctx, req.dataDir, req.mountpoint, cfg, logger)
+	if err != nil {
+		logger.Error("mount failed", "mountpoint", req.mountpoint, "err", err)
+		reportReady(ready, err)
+		return withCode(exitMountFailed, err)
+	}
+	reportReady(ready, nil)
+	if ready != nil && cfg.LogFile == "" {
+		// The parent's in-memory stderr is of no use any more.
+		if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+			unix.Dup2(int(devnull.Fd()), 2)
+			devnull.Close()
+		}
+	}
+	if err := m.Wait(); err != nil {
+		return withCode(exitFailure, err)
+	}
+	return nil
+}
+
+// reportReady writes the readiness line (see daemonize) and closes ready.
+func reportReady(ready *os.File, err error) {
+	if ready == nil {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(ready, "%s%s\n", readyError, oneLine(err))
+	} else {
+		fmt.Fprintln(ready, readyOK)
+	}
+	ready.Close()
+}
+
+// newLogger returns the daemon's logger: to the log= file, else to stderr in
+// the foreground, else to syslog when there is one (else nowhere).
+func newLogger(cfg mount.Config, foreground bool) (*slog.Logger, func(), error) {
+	level := slog.LevelInfo
+	if cfg.Debug {
+		level = slog.LevelDebug
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch {
+	case cfg.LogFile != "":
+		f, err := os.OpenFile(cfg.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		if err != nil {
+			return nil, nil, err
+		}
+		return slog.New(slog.NewTextHandler(f, hopts)), func() { f.Close() }, nil
+	case foreground:
+		return slog.New(slog.NewTextHandler(os.Stderr, hopts)), func() {}, nil
+	}
+	if w, err := syslog.New(syslog.LOG_DAEMON|syslog.LOG_INFO, "lsmfs"); err == nil {
+		return slog.New(slog.NewTextHandler(w, hopts)), func() { w.Close() }, nil
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, hopts)), func() {}, nil
+}
