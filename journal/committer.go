@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -85,7 +84,7 @@ func (j *Journal) commit(f *frame, enc *frameEncoder, buf []byte) []byte {
 		if need := int(frameLen(f.size())); len(buf) < need {
 			buf = alignedBuf(max(need, 2*len(buf)))
 		}
-		h, flen := enc.encode(buf, f.seq, f.firstLSN, f.count, f.lens, f.body)
+		h, flen := enc.encode(buf, f.seq, f.firstLSN, f.count, f.payload)
 		meta = frameMeta{seq: f.seq, len: flen, firstLSN: f.firstLSN, lastLSN: h.lastLSN()}
 		if meta.off, err = j.placeFrame(&meta); err == nil {
 			err = j.writeFrame(buf[:flen], &meta)
@@ -116,10 +115,10 @@ func (j *Journal) commit(f *frame, enc *frameEncoder, buf []byte) []byte {
 		j.mu.durableLSN = max(j.mu.durableLSN, meta.lastLSN)
 	}
 	// Recycle the record buffers unless they grew huge.
-	if cap(f.body) <= 2*j.maxPending && j.mu.spareBody == nil {
-		j.mu.spareLens, j.mu.spareBody = f.lens[:0], f.body[:0]
+	if cap(f.payload) <= 2*j.maxPending && j.mu.spare == nil {
+		j.mu.spare = f.payload[:0]
 	}
-	f.lens, f.body = nil, nil
+	f.payload = nil
 	j.mu.cond.Broadcast()
 	j.mu.Unlock()
 	f.err = err
@@ -192,7 +191,3 @@ func (j *Journal) writeFrame(b []byte, m *frameMeta) error {
 	}
 	return nil
 }
-
-// isFailure reports whether err is a sticky device failure (as opposed to a
-// closed journal).
-func isFailure(err error) bool { return errors.Is(err, ErrFailed) }

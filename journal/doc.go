@@ -92,7 +92,7 @@
 //	36  crc32c u32, seeded with crc32c(uuid || nonce), over the header
 //	    (this field zero) and the stored payload
 //	40  payload: stored length bytes; raw form (LZ4 block when flag set):
-//	    count uvarint record lengths, then the records back to back
+//	    count records, each a uvarint length followed by its bytes
 //
 // The two superblock copies are written alternately (copy = generation mod
 // 2) and the valid copy with the highest generation wins, so a torn
@@ -100,8 +100,10 @@
 // not been reused yet: Checkpoint frees ring space only after the new copy
 // is forced. The checkpoint names the lsn below which records are not
 // needed, and the offset and seq of the frame holding lsn+1 (or of the next
-// frame to be written). Putting the record lengths before the bodies keeps
-// similar records adjacent, which LZ4 rewards.
+// frame to be written). Each record keeps its length prefix next to it:
+// on engine-like metadata records (BenchmarkCompression) this layout
+// compressed better (3.6x per 1 MiB frame) than all lengths first (3.3x),
+// whose run of varying length bytes LZ4 cannot match.
 //
 // A frame never straddles the ring end: when it does not fit before the end
 // it goes to the ring start, and the skipped bytes stay live until the

@@ -45,14 +45,14 @@ const FuzzMaxFrameLen = 1 << 20
 
 // EncodeFrame builds a frame as the committer would.
 func EncodeFrame(uuid [16]byte, nonce, seq, firstLSN uint64, recs [][]byte, compress bool) []byte {
-	var lens, body []byte
+	var payload []byte
 	for _, r := range recs {
-		lens = binary.AppendUvarint(lens, uint64(len(r)))
-		body = append(body, r...)
+		payload = binary.AppendUvarint(payload, uint64(len(r)))
+		payload = append(payload, r...)
 	}
-	buf := alignedBuf(int(frameLen(len(lens) + len(body))))
+	buf := alignedBuf(int(frameLen(len(payload))))
 	e := frameEncoder{seed: frameSeed(uuid, nonce), compress: compress}
-	_, n := e.encode(buf, seq, firstLSN, len(recs), lens, body)
+	_, n := e.encode(buf, seq, firstLSN, len(recs), payload)
 	return buf[:n]
 }
 

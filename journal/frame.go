@@ -182,39 +182,36 @@ func framePayload(b []byte, h *frameHeader, scratch *[]byte) ([]byte, error) {
 	return raw, nil
 }
 
-// forEachRecord walks the count records of a raw payload: count uvarint
-// lengths, then the record bodies back to back. The lengths must account for
-// every byte of the payload.
+// forEachRecord walks the count records of a raw payload, each a uvarint
+// length followed by the record's bytes. The records must account for every
+// byte of the payload. fn sees no record of a malformed payload (the
+// payload is checked first).
 func forEachRecord(raw []byte, count uint32, fn func(i int, rec []byte) error) error {
-	// First pass: validate the lengths, so that fn never sees a record of a
-	// payload that turns out to be malformed.
 	p := 0
-	var total uint64
 	for i := uint32(0); i < count; i++ {
 		n, k := binary.Uvarint(raw[p:])
 		if k <= 0 {
 			return fmt.Errorf("%w: bad length of record %d", ErrInvalidFrame, i)
 		}
-		p += k
-		total += n
-		if total > uint64(len(raw)) {
+		if n > uint64(len(raw)-p-k) {
 			return fmt.Errorf("%w: record %d overruns the payload", ErrInvalidFrame, i)
 		}
+		p += k + int(n)
 	}
-	if uint64(p)+total != uint64(len(raw)) {
-		return fmt.Errorf("%w: payload has %d bytes, records account for %d", ErrInvalidFrame, len(raw), uint64(p)+total)
+	if p != len(raw) {
+		return fmt.Errorf("%w: payload has %d bytes, records account for %d", ErrInvalidFrame, len(raw), p)
 	}
 	if fn == nil {
 		return nil
 	}
-	lp, bp := 0, p
+	p = 0
 	for i := 0; i < int(count); i++ {
-		n, k := binary.Uvarint(raw[lp:])
-		lp += k
-		if err := fn(i, raw[bp:bp+int(n):bp+int(n)]); err != nil {
+		n, k := binary.Uvarint(raw[p:])
+		p += k
+		if err := fn(i, raw[p:p+int(n):p+int(n)]); err != nil {
 			return err
 		}
-		bp += int(n)
+		p += int(n)
 	}
 	return nil
 }
@@ -237,35 +234,30 @@ type frameEncoder struct {
 	seed       uint32
 	compress   bool
 	compressor lz4.Compressor
-	raw        []byte // lengths and bodies laid end to end, when compressing
 }
 
-// encode lays out a frame with the given records into dst, which must have
-// room for frameLen(len(lens)+len(body)) bytes (an uncompressed frame), and
-// returns the frame's header and device length. lens holds count uvarint
-// lengths; body the records back to back. Bytes after the payload up to the
-// block boundary are zeroed.
-func (e *frameEncoder) encode(dst []byte, seq, firstLSN uint64, count int, lens, body []byte) (frameHeader, int64) {
-	rawLen := len(lens) + len(body)
+// encode lays out a frame holding count records into dst, which must have
+// room for frameLen(len(payload)) bytes (an uncompressed frame), and returns
+// the frame's header and device length. payload holds the records, each as
+// uvarint length and bytes. Bytes after the stored payload up to the block
+// boundary are zeroed.
+func (e *frameEncoder) encode(dst []byte, seq, firstLSN uint64, count int, payload []byte) (frameHeader, int64) {
+	rawLen := len(payload)
 	h := frameHeader{seq: seq, firstLSN: firstLSN, count: uint32(count), rawLen: uint32(rawLen), storedLen: uint32(rawLen)}
-	stored := 0
 	if e.compress && rawLen > 64 {
-		e.raw = append(append(e.raw[:0], lens...), body...)
 		// A destination one byte shorter than the input: LZ4 reports 0 (or an
 		// error) when the block would not come out smaller, and then the
 		// payload is stored raw.
-		n, err := e.compressor.CompressBlock(e.raw, dst[frameHeaderSize:frameHeaderSize+rawLen-1])
+		n, err := e.compressor.CompressBlock(payload, dst[frameHeaderSize:frameHeaderSize+rawLen-1])
 		if err == nil && n > 0 && n < rawLen {
-			stored = n
 			h.flags |= flagLZ4
 			h.storedLen = uint32(n)
 		}
 	}
 	if h.flags&flagLZ4 == 0 {
-		copy(dst[frameHeaderSize:], lens)
-		copy(dst[frameHeaderSize+len(lens):], body)
-		stored = rawLen
+		copy(dst[frameHeaderSize:], payload)
 	}
+	stored := int(h.storedLen)
 	flen := h.len()
 	clear(dst[frameHeaderSize+stored : flen])
 	h.encode(dst)

@@ -58,9 +58,9 @@ type Journal struct {
 		// unplaced is the worst-case device length of inflight while it has
 		// no place in the ring yet (0 once placed or when idle).
 		unplaced int64
-		// spareLens and spareBody are buffers of a finished frame, reused by
-		// the next pending frame.
-		spareLens, spareBody []byte
+		// spare is the payload buffer of a finished frame, reused by the
+		// next pending frame.
+		spare []byte
 
 		nextLSN   uint64 // lsn the next enqueued record gets
 		takeSeq   uint64 // seq the next frame taken by the committer gets
@@ -97,8 +97,7 @@ type Journal struct {
 // The committer owns it once taken; done is closed (after err is set) when
 // it is durable or failed.
 type frame struct {
-	lens     []byte // uvarint length of each record
-	body     []byte // the records back to back
+	payload  []byte // each record as uvarint length + bytes
 	count    int
 	firstLSN uint64
 	firstAt  time.Time // when the first record arrived (commit interval)
@@ -109,7 +108,7 @@ type frame struct {
 	err      error
 }
 
-func (f *frame) size() int { return len(f.lens) + len(f.body) }
+func (f *frame) size() int { return len(f.payload) }
 
 // frameMeta describes a frame placed in the ring after the checkpoint.
 type frameMeta struct {
@@ -244,6 +243,11 @@ func Open(dev Device, opts Options) (*Journal, error) {
 	j.mu.pressureArmed = true
 	go j.committer()
 	go j.pressureLoop()
+	if j.mu.used > j.ringSize/2 {
+		// The recovered log already fills more than half of the ring.
+		j.mu.pressureArmed = false
+		j.signalPressure()
+	}
 	j.log.Info("journal: opened", "uuid", FormatUUID(j.uuid), "ring", j.ringSize,
 		"checkpoint_lsn", j.recovery.CheckpointLSN, "frames", j.recovery.Frames,
 		"last_lsn", j.recovery.LastLSN, "torn_tail", j.recovery.TailErr != nil)
@@ -366,8 +370,8 @@ func (j *Journal) Enqueue(recs [][]byte, sync bool) (*Commit, error) {
 		p.firstAt = time.Now()
 	}
 	for _, r := range recs {
-		p.lens = binary.AppendUvarint(p.lens, uint64(len(r)))
-		p.body = append(p.body, r...)
+		p.payload = binary.AppendUvarint(p.payload, uint64(len(r)))
+		p.payload = append(p.payload, r...)
 	}
 	p.count += len(recs)
 	j.mu.nextLSN += uint64(len(recs))
@@ -412,8 +416,9 @@ func (j *Journal) Sync() error {
 
 // Close commits and forces the pending records, stops the committer and
 // closes the device. Writers still waiting for ring space when Close begins
-// get ErrClosed. It returns the journal's sticky error, if any. OnPressure
-// must not call Close.
+// get ErrClosed. It returns the journal's sticky error, if any, including
+// ErrClosed when pending records could not be written because the ring was
+// full and nobody checkpointed. OnPressure must not call Close.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	if j.mu.closing {
@@ -437,7 +442,9 @@ func (j *Journal) Close() error {
 	stickyErr := j.mu.err
 	j.mu.Unlock()
 	cerr := j.dev.Close()
-	if stickyErr != nil && !errors.Is(stickyErr, ErrClosed) {
+	if stickyErr != nil {
+		// A device failure, or records Close could not write because the
+		// ring stayed full.
 		return stickyErr
 	}
 	if cerr != nil {
@@ -480,8 +487,8 @@ func (j *Journal) kick() {
 
 // newFrameLocked returns an empty pending frame, reusing spare buffers.
 func (j *Journal) newFrameLocked() *frame {
-	f := &frame{lens: j.mu.spareLens[:0], body: j.mu.spareBody[:0], done: make(chan struct{})}
-	j.mu.spareLens, j.mu.spareBody = nil, nil
+	f := &frame{payload: j.mu.spare[:0], done: make(chan struct{})}
+	j.mu.spare = nil
 	return f
 }
 
