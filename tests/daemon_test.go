@@ -1,0 +1,159 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestDaemon covers the daemon's life: formatting on first mount, signals,
+// unmount while busy, a second mount of the same data directory, and
+// flushing unsynced data at unmount.
+func TestDaemon(t *testing.T) {
+	requireMount(t)
+
+	t.Run("first-mount-formats", func(t *testing.T) {
+		dir := t.TempDir()
+		f := unformatted(t, filepath.Join(dir, "new-data"))
+		f.noFsck = false
+		expectMountFailure(t, f, "journal="+filepath.Join(dir, "j"), "mkfs --journal")
+		if _, err := os.Stat(f.dataDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a refused first mount created %s: %v", f.dataDir, err)
+		}
+		expectMountFailure(t, f, "ro", "read-only")
+		f.mount()
+		must(t, os.WriteFile(f.path("hello"), []byte("hello"), 0o644))
+		f.remount()
+		if b, err := os.ReadFile(f.path("hello")); err != nil || string(b) != "hello" {
+			t.Errorf("after remount: %q, %v", b, err)
+		}
+	})
+
+	t.Run("sigterm-unmounts", func(t *testing.T) {
+		f := newFS(t, fsOptions{})
+		data := content(5, 3<<20)
+		must(t, os.WriteFile(f.path("unsynced"), data, 0o644))
+		pid := f.pid
+		must(t, syscall.Kill(pid, syscall.SIGTERM))
+		if err := waitUnmounted(f.mnt, exitTimeout); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitExit(pid, exitTimeout); err != nil {
+			t.Fatal(err)
+		}
+		f.pid = 0
+		if log, _ := os.ReadFile(f.logFile); !strings.Contains(string(log), "unmounted and closed") {
+			t.Errorf("the daemon did not log a clean close:%s", f.logTail())
+		}
+		f.mount()
+		if b, err := os.ReadFile(f.path("unsynced")); err != nil || !bytes.Equal(b, data) {
+			t.Errorf("unsynced data after SIGTERM and remount: %d bytes, %v; want %d bytes", len(b), err, len(data))
+		}
+	})
+
+	t.Run("sigterm-busy-detaches", func(t *testing.T) {
+		f := newFS(t, fsOptions{})
+		fh, err := os.Create(f.path("open"))
+		must(t, err)
+		defer fh.Close()
+		pid := f.pid
+		must(t, syscall.Kill(pid, syscall.SIGTERM))
+		// Busy: the daemon detaches the mount lazily and serves the open
+		// file until it is closed.
+		if err := waitUnmounted(f.mnt, exitTimeout); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fh.WriteString("still served"); err != nil {
+			t.Errorf("write to a file open across the lazy unmount: %v", err)
+		}
+		must(t, fh.Close())
+		if err := waitExit(pid, exitTimeout); err != nil {
+			t.Fatal(err)
+		}
+		f.pid = 0
+		f.mount()
+		if b, err := os.ReadFile(f.path("open")); err != nil || string(b) != "still served" {
+			t.Errorf("after remount: %q, %v", b, err)
+		}
+	})
+
+	t.Run("second-mount-refused", func(t *testing.T) {
+		f := newFS(t, fsOptions{})
+		other := unformatted(t, f.dataDir)
+		expectMountFailure(t, other, "", "in use")
+		if typ := mountType(f.mnt); typ != "fuse.lsmfs" {
+			t.Errorf("the first mount is gone (%q)", typ)
+		}
+	})
+
+	t.Run("umount-flushes", func(t *testing.T) {
+		f := newFS(t, fsOptions{})
+		// Many small unsynced writes, then umount(8) at once.
+		for i := range 200 {
+			must(t, os.WriteFile(f.path(fmt.Sprintf("small%03d", i)), content(int64(i), i*37), 0o644))
+		}
+		fh, err := os.OpenFile(f.path("appended"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		must(t, err)
+		for i := range 1000 {
+			_, err := io.WriteString(fh, fmt.Sprintf("line %d\n", i))
+			must(t, err)
+		}
+		must(t, fh.Close())
+		f.unmount()
+		f.mount()
+		for i := range 200 {
+			if b, err := os.ReadFile(f.path(fmt.Sprintf("small%03d", i))); err != nil || !bytes.Equal(b, content(int64(i), i*37)) {
+				t.Errorf("small%03d after remount: %d bytes, %v", i, len(b), err)
+			}
+		}
+		if b, err := os.ReadFile(f.path("appended")); err != nil || strings.Count(string(b), "\n") != 1000 {
+			t.Errorf("appended after remount: %d lines, %v", strings.Count(string(b), "\n"), err)
+		}
+	})
+}
+
+// waitUnmounted waits until nothing is mounted on mnt. It sleeps in poll(2)
+// on /proc/self/mountinfo, which the kernel wakes at every mount table
+// change. The file is opened with a raw open(2): an *os.File would be
+// registered with Go's netpoller, whose epoll would consume the wakeup.
+func waitUnmounted(mnt string, timeout time.Duration) error {
+	fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 64<<10)
+	for {
+		if mountType(mnt) == "" {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%s is still mounted %s later", mnt, timeout)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
+		if _, err := unix.Poll(fds, int(left/time.Millisecond)+1); err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("poll mountinfo: %w", err)
+		}
+		for { // read to the end, as the poll protocol asks
+			n, err := unix.Pread(fd, buf, 0)
+			if err != nil {
+				return err
+			}
+			if n < len(buf) {
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+	}
+}
