@@ -2,7 +2,6 @@ package fs_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -40,9 +39,19 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+// tb is what env needs of a test: satisfied by *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+}
+
 // env is a filesystem over an engine on a MemFS, driven by raw FUSE calls.
 type env struct {
-	t     testing.TB
+	t     tb
 	mem   *vfs.MemFS
 	db    *lsm.DB
 	fs    *fs.FS
@@ -60,7 +69,7 @@ func engineOptions(mem *vfs.MemFS) *lsm.Options {
 		Journal: lsm.JournalOptions{Size: 4 << 20}}
 }
 
-func newEnv(t testing.TB, o fs.Options, fo fs.FormatOptions) *env {
+func newEnv(t tb, o fs.Options, fo fs.FormatOptions) *env {
 	t.Helper()
 	e := &env{t: t, mem: vfs.NewMem(), clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}}
 	if err := lsm.Format(testDir, engineOptions(e.mem)); err != nil {
@@ -476,4 +485,3 @@ func pattern(n int, seed byte) []byte {
 	return b
 }
 
-var _ = fmt.Sprintf

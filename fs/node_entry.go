@@ -263,13 +263,13 @@ func (f *FS) link(parent, ino uint64, name string) (inode, error) {
 	if err != nil {
 		return inode{}, err
 	}
-	if n.isDir() {
-		return inode{}, syscall.EPERM
-	}
 	if _, err := f.getDentry(parent, name); err == nil {
 		return inode{}, syscall.EEXIST
 	} else if !errors.Is(err, syscall.ENOENT) {
 		return inode{}, err
+	}
+	if n.isDir() {
+		return inode{}, syscall.EPERM
 	}
 	if n.Nlink >= maxNlink {
 		return inode{}, syscall.EMLINK
@@ -457,16 +457,51 @@ func (f *FS) rename(op uint64, oldName string, np uint64, newName string, flags 
 	}
 }
 
+// renameLocked checks and applies a rename with every inode involved
+// locked. Errors come in the order Linux's VFS reports them: EEXIST and
+// ENOENT from the flags, then EINVAL for a directory moved under itself
+// (ENOTEMPTY for a target that contains the source), then success for two
+// names of one inode, then ENOTDIR/EISDIR/ENOTEMPTY about the target.
 func (f *FS) renameLocked(op uint64, oldName string, np uint64, newName string, src, dst dentry, dstExists bool, flags uint32) error {
-	if dstExists && src.Ino == dst.Ino {
-		return nil // two names of one inode: nothing to do
-	}
 	if flags&renameNoReplace != 0 && dstExists {
 		return syscall.EEXIST
 	}
 	exchange := flags&renameExchange != 0
 	if exchange && !dstExists {
 		return syscall.ENOENT
+	}
+	srcDir := src.Type == syscall.S_IFDIR>>12
+	dstDir := dstExists && dst.Type == syscall.S_IFDIR>>12
+	if op != np {
+		// renameMu holds every directory's parent still.
+		if srcDir {
+			if in, err := f.isAncestor(src.Ino, np); err != nil || in {
+				return cmpErr(err, syscall.EINVAL)
+			}
+		}
+		if dstDir {
+			if in, err := f.isAncestor(dst.Ino, op); err != nil || in {
+				if err == nil && !exchange {
+					err = syscall.ENOTEMPTY
+				}
+				return cmpErr(err, syscall.EINVAL)
+			}
+		}
+	}
+	if dstExists && src.Ino == dst.Ino {
+		return nil // two names of one inode: nothing to do
+	}
+	if dstExists && !exchange {
+		switch {
+		case srcDir && !dstDir:
+			return syscall.ENOTDIR
+		case !srcDir && dstDir:
+			return syscall.EISDIR
+		case dstDir:
+			if err := f.checkEmpty(dst.Ino); err != nil {
+				return err
+			}
+		}
 	}
 	pOld, err := f.getDir(op)
 	if err != nil {
@@ -488,32 +523,6 @@ func (f *FS) renameLocked(op uint64, oldName string, np uint64, newName string, 
 	if dstExists {
 		if dn, err = f.getInode(dst.Ino); err != nil {
 			return err
-		}
-	}
-	srcDir, dstDir := sn.isDir(), dstExists && dn.isDir()
-	if dstExists && !exchange {
-		switch {
-		case srcDir && !dstDir:
-			return syscall.ENOTDIR
-		case !srcDir && dstDir:
-			return syscall.EISDIR
-		case dstDir:
-			if err := f.checkEmpty(dst.Ino); err != nil {
-				return err
-			}
-		}
-	}
-	if op != np {
-		// renameMu holds every directory's parent still.
-		if srcDir {
-			if in, err := f.isAncestor(src.Ino, np); err != nil || in {
-				return cmpErr(err, syscall.EINVAL)
-			}
-		}
-		if exchange && dstDir {
-			if in, err := f.isAncestor(dst.Ino, op); err != nil || in {
-				return cmpErr(err, syscall.EINVAL)
-			}
 		}
 	}
 

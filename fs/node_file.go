@@ -56,7 +56,8 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 			return nil, err
 		}
 		if oi := f.open.get(ino); oi != nil {
-			f.discard(&oi.wb) // everything it holds is cut off
+			kill = kill || oi.wb.kill
+			f.discard(&oi.wb) // the data it holds is cut off
 		}
 		b := lsm.NewBatch()
 		if err := f.truncate(b, ino, &n, 0); err != nil {
