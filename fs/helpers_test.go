@@ -484,4 +484,3 @@ func pattern(n int, seed byte) []byte {
 	}
 	return b
 }
-
