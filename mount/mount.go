@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/lsm"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 // Mounted is a served lsmfs mount. Its methods are safe for concurrent use.
@@ -157,8 +159,12 @@ func openError(dataDir string, err error) error {
 	switch {
 	case errors.Is(err, lsm.ErrNotFormatted), errors.Is(err, fs.ErrNotFormatted):
 		return &pointedError{fmt.Sprintf("%s is not an lsmfs data directory (format it with lsmfs mkfs)", dataDir), err}
+	case errors.Is(err, vfs.ErrLocked):
+		return &pointedError{fmt.Sprintf("%s is in use: mounted, or its daemon is still closing after an unmount", dataDir), err}
 	case errors.Is(err, lsm.ErrCorrupt), errors.Is(err, fs.ErrCorrupt):
 		return fmt.Errorf("%s is corrupt (lsmfs fsck checks it): %w", dataDir, err)
+	case strings.Contains(err.Error(), dataDir):
+		return err // the engine named the directory already
 	}
 	return fmt.Errorf("open %s: %w", dataDir, err)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/lsm"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 func fsckCommand() *cli.Command {
@@ -40,10 +41,14 @@ Examples:
 func fsck(c *cli.Context, dataDir string) error {
 	db, err := lsm.Open(dataDir, &lsm.Options{ReadOnly: true})
 	if err != nil {
-		if errors.Is(err, lsm.ErrCorrupt) {
+		switch {
+		case errors.Is(err, lsm.ErrCorrupt):
 			return withCode(exitFsckErrors, fmt.Errorf("%s: %w", dataDir, err))
+		case errors.Is(err, vfs.ErrLocked):
+			return withCode(exitFsckOperational, fmt.Errorf(
+				"%s is in use: mounted, or its daemon is still closing after an unmount; check it unmounted", dataDir))
 		}
-		return withCode(exitFsckOperational, fmt.Errorf("open %s: %w", dataDir, err))
+		return withCode(exitFsckOperational, err)
 	}
 	defer db.Close()
 	report, err := fs.Check(db)
