@@ -242,8 +242,15 @@ func TestPressureCheckpointer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 0))
 			for i := 0; i < per; i++ {
-				r := fmt.Sprintf("w%d-%d-%0*d", w, i, 100+(i*37)%900, 0)
+				// Incompressible, so that the bytes written do not depend on
+				// how records happen to group into frames.
+				pad := make([]byte, 100+(i*37)%900)
+				for k := range pad {
+					pad[k] = byte(rng.Uint32())
+				}
+				r := fmt.Sprintf("w%d-%d-%s", w, i, pad)
 				sync := i%4 == 0
 				lsn, err := j.Append(recs(r), sync)
 				if err != nil {
