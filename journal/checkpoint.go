@@ -14,8 +14,9 @@ import (
 // replayed after a crash) but not above the last enqueued one
 // (ErrCheckpointAhead).
 //
-// Checkpoint may run concurrently with writers, including writers blocked
-// for ring space; it never waits for the committer.
+// Checkpoint may run concurrently with writers, including writers (and the
+// committer) blocked for ring space: it waits at most for the frame write in
+// progress (the device is used by one writer at a time), never for space.
 func (j *Journal) Checkpoint(lsn uint64) error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()

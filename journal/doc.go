@@ -27,9 +27,11 @@
 // <= lsn redundant frees their ring space. When the ring lacks space for the
 // pending frame, Enqueue waits for a Checkpoint (backpressure); records are
 // never overwritten while live. OnPressure asks the engine to checkpoint
-// when more than half of the ring is live. Open never formats; Format is the
-// mkfs step. Open, then Replay, then Enqueue: Replay delivers every durable
-// record above the checkpoint, in order.
+// when more than half of the ring is live. Because Enqueue may block for
+// space, whatever leads the engine to Checkpoint (a memtable flush) must not
+// need the lock the engine holds around Enqueue. Open never formats; Format
+// is the mkfs step. Open, then Replay, then Enqueue: Replay delivers every
+// durable record above the checkpoint, in order.
 //
 // # Knobs
 //
@@ -44,8 +46,9 @@
 //
 // Every method of Journal is safe for concurrent use. Enqueue may be called
 // under the engine's commit mutex (it only blocks for ring space or a full
-// frame) and Commit.Wait outside it. Checkpoint may run while writers wait
-// for space: it never waits for the committer. Replay holds the checkpoint
+// frame) and Commit.Wait outside it. Checkpoint may run while writers (and
+// the committer) wait for space: it waits at most for the frame write in
+// progress, never for space or for queued frames. Replay holds the checkpoint
 // lock: its callback must not call Checkpoint or Close. OnPressure runs on a
 // goroutine of its own, never under a journal lock.
 //

@@ -49,7 +49,7 @@ type Options struct {
 	// Checkpoint. It runs on a goroutine of its own, never under a journal
 	// lock and never on the committer; calls do not overlap, and a call made
 	// while one is running is coalesced into one more call. It may call any
-	// Journal method.
+	// Journal method except Close.
 	OnPressure func()
 
 	// Logger receives recovery and failure messages. Default: discard.
