@@ -118,7 +118,8 @@
 //
 // Open reads the superblock and follows frames from the checkpoint with
 // consecutive seqs (trying the ring start when the expected frame is not at
-// the current position) and consecutive lsns. The first position where no
+// the current position) and consecutive lsns, decoding every payload (a
+// checksummed frame whose records do not decode is corruption). The first position where no
 // valid frame follows ends the log. Open then reads the rest of the ring
 // (the free part, up to the checkpoint position) block by block: if any
 // valid frame with a higher seq exists, the frame that stopped the scan was

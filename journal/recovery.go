@@ -91,7 +91,7 @@ func rawSeq(b []byte) uint64 { return binary.LittleEndian.Uint64(b[fhOffSeq:]) }
 // ring state, and fails on mid-log corruption.
 func (j *Journal) recover(sb superblock) error {
 	rec := Recovery{CheckpointLSN: sb.ckpt.lsn}
-	var buf []byte
+	var buf, scratch []byte
 	off, seq := sb.ckpt.off, sb.ckpt.seq
 	var frames []frameMeta
 	var used int64
@@ -121,7 +121,16 @@ func (j *Journal) recover(sb superblock) error {
 			}
 			break
 		}
-		// A valid frame: check that it continues the log.
+		// A valid frame: its payload must decode (a checksummed frame with a
+		// malformed payload is no torn write but corruption), and it must
+		// continue the log.
+		raw, err := framePayload(buf, &h, &scratch)
+		if err == nil {
+			err = forEachRecord(raw, h.count, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("journal: recover frame seq=%d off=%d: %w: %w", seq, at, ErrCorrupt, err)
+		}
 		switch {
 		case prevLast == 0 && h.firstLSN > sb.ckpt.lsn+1:
 			return fmt.Errorf("journal: recover frame seq=%d off=%d: %w: first lsn %d leaves a gap after checkpoint lsn %d",
