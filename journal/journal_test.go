@@ -655,3 +655,22 @@ func TestOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestReplayCallbackError(t *testing.T) {
+	d := formatMem(t, 256<<10)
+	j := mustOpen(t, d, journal.Options{})
+	defer j.Close()
+	if _, err := j.Append(recs("a", "b", "c"), true); err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("stop here")
+	err := j.Replay(0, func(lsn uint64, rec []byte) error {
+		if lsn == 2 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || errors.Is(err, journal.ErrCorrupt) || !strings.Contains(err.Error(), "lsn=2") {
+		t.Fatalf("replay with a failing callback: %v", err)
+	}
+}

@@ -270,24 +270,24 @@ func (j *Journal) Replay(from uint64, fn func(lsn uint64, rec []byte) error) err
 			return fmt.Errorf("journal: replay frame seq=%d off=%d: %w: %w", m.seq, m.off, ErrCorrupt, err)
 		}
 		raw, err := framePayload(buf, &h, &scratch)
+		var fnErr error
+		var fnLSN uint64
 		if err == nil {
-			err = forEachRecord(raw, h.count, nil)
+			// forEachRecord checks the whole payload before the first call.
+			err = forEachRecord(raw, h.count, func(i int, rec []byte) error {
+				lsn := h.firstLSN + uint64(i)
+				if lsn < start {
+					return nil
+				}
+				fnErr, fnLSN = fn(lsn, rec), lsn
+				return fnErr
+			})
+		}
+		if fnErr != nil {
+			return fmt.Errorf("journal: replay lsn=%d: %w", fnLSN, fnErr)
 		}
 		if err != nil {
 			return fmt.Errorf("journal: replay frame seq=%d off=%d: %w: %w", m.seq, m.off, ErrCorrupt, err)
-		}
-		err = forEachRecord(raw, h.count, func(i int, rec []byte) error {
-			lsn := h.firstLSN + uint64(i)
-			if lsn < start {
-				return nil
-			}
-			if err := fn(lsn, rec); err != nil {
-				return fmt.Errorf("journal: replay lsn=%d: %w", lsn, err)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 	}
 	return nil
