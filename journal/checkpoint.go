@@ -18,6 +18,9 @@ import (
 // committer) blocked for ring space: it waits at most for the frame write in
 // progress (the device is used by one writer at a time), never for space.
 func (j *Journal) Checkpoint(lsn uint64) error {
+	if j.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
 	j.mu.Lock()
@@ -37,31 +40,13 @@ func (j *Journal) Checkpoint(lsn uint64) error {
 	pos := j.checkpointPosLocked(lsn)
 	j.mu.Unlock()
 
-	sb := superblock{
-		uuid: j.uuid, nonce: j.nonce, generation: j.sbGen + 1,
-		ringStart: j.ringStart, ringSize: j.ringSize, ckpt: pos,
-	}
-	sb.encode(j.sbBuf)
-	off := int64(sb.copyIndex()) * BlockSize
-	j.ioMu.Lock()
-	err := writeFull(j.dev, j.sbBuf, off)
-	if err == nil {
-		if err = j.dev.Sync(); err != nil {
-			err = fmt.Errorf("journal: force superblock: %w", err)
-		}
-	}
-	j.ioMu.Unlock()
-	if err != nil {
-		// The write may have torn the older copy; the newer one still holds
-		// the previous checkpoint, whose frames are intact. But a failed
-		// force leaves the device state unknown: fail-stop.
-		err = fmt.Errorf("journal: checkpoint lsn=%d gen=%d: %w: %w", lsn, sb.generation, ErrFailed, err)
+	if err := j.writeSuperblock(pos, false); err != nil {
+		err = fmt.Errorf("journal: checkpoint lsn=%d: %w", lsn, err)
 		j.mu.Lock()
 		j.failLocked(err)
 		j.mu.Unlock()
 		return err
 	}
-	j.sbGen = sb.generation
 	j.stats.checkpoints.Add(1)
 
 	j.mu.Lock()
@@ -76,6 +61,34 @@ func (j *Journal) Checkpoint(lsn uint64) error {
 	j.checkInvariantsLocked()
 	j.mu.cond.Broadcast()
 	j.mu.Unlock()
+	return nil
+}
+
+// writeSuperblock writes the next superblock generation (to the older copy)
+// with checkpoint pos and the clean flag, and forces it. j.ckptMu is held
+// (or the journal is not shared yet). A failure wraps ErrFailed: the write
+// may have torn the older copy (the newer one still holds the previous
+// checkpoint, whose frames are intact), but a failed force leaves the device
+// state unknown, so the caller fails stop.
+func (j *Journal) writeSuperblock(pos checkpointPos, clean bool) error {
+	sb := superblock{
+		uuid: j.uuid, nonce: j.nonce, generation: j.sbGen + 1,
+		ringStart: j.ringStart, ringSize: j.ringSize, ckpt: pos, clean: clean,
+	}
+	sb.encode(j.sbBuf)
+	off := int64(sb.copyIndex()) * BlockSize
+	j.ioMu.Lock()
+	err := writeFull(j.dev, j.sbBuf, off)
+	if err == nil {
+		if err = j.dev.Sync(); err != nil {
+			err = fmt.Errorf("force superblock: %w", err)
+		}
+	}
+	j.ioMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("superblock gen=%d: %w: %w", sb.generation, ErrFailed, err)
+	}
+	j.sbGen = sb.generation
 	return nil
 }
 

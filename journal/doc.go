@@ -82,7 +82,7 @@
 //
 //	superblock copy (rest of the 4 KiB block is zero):
 //	 0  magic "LSMFSJNL"     8  version u8 (1)      9  copy index u8
-//	10  reserved u16        12  block size u32 (4096)
+//	10  flags u8 (bit 0: clean)  11  reserved u8   12  block size u32 (4096)
 //	16  uuid [16]           32  nonce u64 (random per Format)
 //	40  generation u64      48  ring start u64      56  ring size u64
 //	64  checkpoint lsn u64  72  checkpoint off u64  80  checkpoint seq u64
@@ -126,7 +126,13 @@
 // in the middle of the log and Open fails with ErrCorrupt naming its offset
 // and seq. Otherwise a frame that named the expected seq but failed
 // validation is a torn tail (Recovery().TailErr wraps ErrTornFrame) and the
-// log ends cleanly before it. This costs one read of the ring per Open. A
+// log ends cleanly before it. This costs one read of the free ring per Open,
+// except after a clean close: Close marks the superblock clean (flag bit 0)
+// when every record is checkpointed, which promises that no frame follows
+// the checkpoint, and Open then skips the scan; a writable Open clears the
+// mark (one forced superblock write) before any frame can be written, so a
+// crash after it scans again. Options.ReadOnly opens for Replay only and
+// never writes. A
 // record whose bytes happen to be a valid frame of this very journal, stored
 // at a block boundary of a torn frame, could be mistaken for a later frame;
 // that needs a copy of the journal's own frames and is not defended against.

@@ -88,3 +88,7 @@ func (e *UUIDMismatchError) Is(target error) bool { return target == ErrUUIDMism
 func FormatUUID(u [16]byte) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
+
+// ErrReadOnly is returned by writes to a journal opened with
+// Options.ReadOnly.
+var ErrReadOnly = errors.New("journal: read-only")

@@ -105,18 +105,19 @@ type Superblock struct {
 	CkptLSN             uint64
 	CkptOff             int64
 	CkptSeq             uint64
+	Clean               bool
 }
 
 // DecodeSuperblock decodes the superblock copy b read from slot copyIdx.
 func DecodeSuperblock(b []byte, copyIdx int) (Superblock, error) {
 	sb, err := decodeSuperblock(b, copyIdx)
-	return Superblock{sb.uuid, sb.nonce, sb.generation, sb.ringStart, sb.ringSize, sb.ckpt.lsn, sb.ckpt.off, sb.ckpt.seq}, err
+	return Superblock{sb.uuid, sb.nonce, sb.generation, sb.ringStart, sb.ringSize, sb.ckpt.lsn, sb.ckpt.off, sb.ckpt.seq, sb.clean}, err
 }
 
 // EncodeSuperblock encodes s into a BlockSize block (its slot is
 // s.Generation mod 2).
 func EncodeSuperblock(s Superblock) []byte {
-	sb := superblock{s.UUID, s.Nonce, s.Generation, s.RingStart, s.RingSize, checkpointPos{s.CkptLSN, s.CkptOff, s.CkptSeq}}
+	sb := superblock{s.UUID, s.Nonce, s.Generation, s.RingStart, s.RingSize, checkpointPos{s.CkptLSN, s.CkptOff, s.CkptSeq}, s.Clean}
 	b := make([]byte, BlockSize)
 	sb.encode(b)
 	return b

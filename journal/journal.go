@@ -239,6 +239,12 @@ func Open(dev Device, opts Options) (*Journal, error) {
 	if err := j.recover(sb); err != nil {
 		return nil, err
 	}
+	if sb.clean && !o.ReadOnly {
+		// From now on frames may follow the checkpoint.
+		if err := j.writeSuperblock(j.mu.ckpt, false); err != nil {
+			return nil, fmt.Errorf("journal: open: %w", err)
+		}
+	}
 	j.mu.pending = j.newFrameLocked()
 	j.mu.pressureArmed = true
 	go j.committer()
@@ -321,6 +327,9 @@ func (j *Journal) Append(recs [][]byte, sync bool) (uint64, error) {
 // committer is free; otherwise within Options.CommitInterval. The caller may
 // reuse recs as soon as Enqueue returns.
 func (j *Journal) Enqueue(recs [][]byte, sync bool) (*Commit, error) {
+	if j.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("journal: enqueue: no records")
 	}
@@ -393,6 +402,9 @@ func (j *Journal) Enqueue(recs [][]byte, sync bool) (*Commit, error) {
 // Sync forces every record enqueued so far and returns when they are
 // durable (or with the error that prevented it).
 func (j *Journal) Sync() error {
+	if j.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	j.mu.Lock()
 	if err := j.errLocked(); err != nil {
 		j.mu.Unlock()
@@ -435,11 +447,21 @@ func (j *Journal) Close() error {
 
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
+	j.mu.Lock()
+	stickyErr := j.mu.err
+	allCheckpointed := j.mu.ckpt.lsn >= j.mu.durableLSN && j.mu.ckpt.lsn+1 >= j.mu.nextLSN
+	ckpt := j.mu.ckpt
+	j.mu.Unlock()
+	if stickyErr == nil && allCheckpointed && !j.opts.ReadOnly {
+		// Mark the journal clean so that the next Open skips the scan.
+		if err := j.writeSuperblock(ckpt, true); err != nil {
+			j.log.Warn("journal: could not mark the journal clean at close", "error", err)
+		}
+	}
 	j.ioMu.Lock()
 	defer j.ioMu.Unlock()
 	j.mu.Lock()
 	j.mu.closed = true
-	stickyErr := j.mu.err
 	j.mu.Unlock()
 	cerr := j.dev.Close()
 	if stickyErr != nil {

@@ -674,3 +674,57 @@ func TestReplayCallbackError(t *testing.T) {
 		t.Fatalf("replay with a failing callback: %v", err)
 	}
 }
+
+// TestCleanCloseSkipsScan: a journal closed with everything checkpointed
+// is marked clean, and Open then reads no free ring; a writable Open clears
+// the mark first, so frames written after it are still found (and checked)
+// after a crash.
+func TestCleanCloseSkipsScan(t *testing.T) {
+	d := formatMem(t, 1<<20)
+	j, err := journal.Open(d.reopen(), journal.Options{UUID: uuidA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := j.Recovery(); r.Clean {
+		t.Fatalf("fresh format reported clean")
+	}
+	lsn, err := j.Append(recs("a", "b"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Checkpoint(lsn); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Read-only open of a clean journal: no scan, no write.
+	ro, err := journal.Open(d.reopen(), journal.Options{UUID: uuidA, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ro.Recovery(); !r.Clean || r.ScannedBytes != 0 {
+		t.Fatalf("after a clean close: clean=%v scanned=%d", r.Clean, r.ScannedBytes)
+	}
+	if _, err := ro.Append(recs("x"), true); !errors.Is(err, journal.ErrReadOnly) {
+		t.Fatalf("append to a read-only journal: %v", err)
+	}
+	ro.Close()
+	j, err = journal.Open(d.reopen(), journal.Options{UUID: uuidA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(recs("c"), true); err != nil {
+		t.Fatal(err)
+	}
+	crashed := d.CrashClone() // no Close: the mark must be gone
+	j2, err := journal.Open(crashed, journal.Options{UUID: uuidA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := j2.Recovery(); r.Clean || r.Records != 1 || r.ScannedBytes == 0 {
+		t.Fatalf("after a crash: clean=%v records=%d scanned=%d", r.Clean, r.Records, r.ScannedBytes)
+	}
+	j2.Close()
+	j.Close()
+}

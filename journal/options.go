@@ -54,6 +54,10 @@ type Options struct {
 
 	// Logger receives recovery and failure messages. Default: discard.
 	Logger *slog.Logger
+
+	// ReadOnly opens for Replay only: nothing is ever written to the device,
+	// and Enqueue, Append, Sync and Checkpoint fail with ErrReadOnly.
+	ReadOnly bool
 }
 
 // EnsureDefaults fills zero fields with their defaults and returns o.

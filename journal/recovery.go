@@ -21,6 +21,9 @@ type Recovery struct {
 	// goes, if it fits before the ring end) and EndSeq the next frame's seq.
 	End    int64
 	EndSeq uint64
+	// Clean is set when the journal was closed with everything checkpointed
+	// (the free ring was then not scanned).
+	Clean bool
 	// TailErr is nil when the log ended on a clean boundary, and wraps
 	// ErrTornFrame when a frame with the next sequence number was found but
 	// failed validation: what a crash during its write leaves behind. Its
@@ -166,7 +169,15 @@ func (j *Journal) recover(sb superblock) error {
 	// The log ends at off. If any valid frame with seq or later exists in the
 	// free part of the ring, the frame that stopped us sat in the middle of
 	// the log: corruption, not a torn tail.
-	scanned, later, laterOff, err := j.scanForLater(off, j.ringSize-used, seq, &buf)
+	// A clean close promised that nothing follows the checkpoint.
+	var scanned int64
+	var later uint64
+	var laterOff int64
+	var err error
+	rec.Clean = sb.clean
+	if !sb.clean || badOff >= 0 || rec.Frames > 0 {
+		scanned, later, laterOff, err = j.scanForLater(off, j.ringSize-used, seq, &buf)
+	}
 	rec.ScannedBytes = scanned
 	if err != nil {
 		return fmt.Errorf("journal: recover: scan after off=%d: %w", off, err)

@@ -38,7 +38,8 @@ const (
 	sbOffMagic      = 0  // [8]byte "LSMFSJNL"
 	sbOffVersion    = 8  // uint8 FormatVersion
 	sbOffCopy       = 9  // uint8 copy index (0 or 1): guards against a copy read from the wrong slot
-	sbOffReserved   = 10 // uint16 zero
+	sbOffFlags      = 10 // uint8 flags (sbFlagClean)
+	sbOffReserved   = 11 // uint8 zero
 	sbOffBlockSize  = 12 // uint32 BlockSize
 	sbOffUUID       = 16 // [16]byte owning filesystem
 	sbOffNonce      = 32 // uint64 random per Format; mixed into every frame checksum
@@ -52,6 +53,12 @@ const (
 	sbLen           = 92 // bytes covered by the format; the rest of the block is zero
 )
 
+// sbFlagClean marks a journal closed with every record checkpointed: no
+// frame follows the checkpoint, so Open need not scan the free ring for one.
+// A writable Open clears it (with a forced superblock write) before any frame
+// can be written. Part of the on-disk format; never change.
+const sbFlagClean = 1
+
 // castagnoli is the CRC32C table used for every checksum of the journal.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -63,6 +70,8 @@ type superblock struct {
 	ringStart  int64
 	ringSize   int64
 	ckpt       checkpointPos
+	// clean: closed with everything checkpointed (sbFlagClean).
+	clean bool
 }
 
 // checkpointPos is where replay starts: records with lsn <= lsn are no longer
@@ -85,6 +94,9 @@ func (sb *superblock) encode(b []byte) {
 	copy(b[sbOffMagic:], superblockMagic)
 	b[sbOffVersion] = FormatVersion
 	b[sbOffCopy] = byte(sb.copyIndex())
+	if sb.clean {
+		b[sbOffFlags] = sbFlagClean
+	}
 	binary.LittleEndian.PutUint32(b[sbOffBlockSize:], BlockSize)
 	copy(b[sbOffUUID:], sb.uuid[:])
 	binary.LittleEndian.PutUint64(b[sbOffNonce:], sb.nonce)
@@ -121,9 +133,13 @@ func decodeSuperblock(b []byte, copyIdx int) (superblock, error) {
 	if bs := binary.LittleEndian.Uint32(b[sbOffBlockSize:]); bs != BlockSize {
 		return sb, fmt.Errorf("%w: block size %d, want %d", ErrInvalidSuperblock, bs, BlockSize)
 	}
-	if r := binary.LittleEndian.Uint16(b[sbOffReserved:]); r != 0 {
+	if r := b[sbOffReserved]; r != 0 {
 		return sb, fmt.Errorf("%w: reserved field %#x", ErrInvalidSuperblock, r)
 	}
+	if f := b[sbOffFlags]; f&^sbFlagClean != 0 {
+		return sb, fmt.Errorf("%w: unknown flags %#x", ErrInvalidSuperblock, f)
+	}
+	sb.clean = b[sbOffFlags]&sbFlagClean != 0
 	copy(sb.uuid[:], b[sbOffUUID:])
 	sb.nonce = binary.LittleEndian.Uint64(b[sbOffNonce:])
 	sb.generation = binary.LittleEndian.Uint64(b[sbOffGeneration:])

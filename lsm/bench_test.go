@@ -32,3 +32,43 @@ func BenchmarkApplyNoSync(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkGetFromTables(b *testing.B) {
+	dir := b.TempDir()
+	opts := &lsm.Options{UUID: [16]byte{1}}
+	if err := lsm.Format(dir, opts); err != nil {
+		b.Fatal(err)
+	}
+	db, err := lsm.Open(dir, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	const n = 500000
+	k := make([]byte, 16)
+	v := make([]byte, 100)
+	batch := lsm.NewBatch()
+	for i := 0; i < n; i++ {
+		binary.BigEndian.PutUint64(k, uint64(i)*0x9e3779b97f4a7c15)
+		binary.BigEndian.PutUint64(k[8:], uint64(i))
+		batch.Reset()
+		batch.Set(k, v)
+		if err := db.Apply(batch, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s", func() string { m := db.Metrics(); return m.String() }())
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := uint64(i*7919) % n
+		binary.BigEndian.PutUint64(k, j*0x9e3779b97f4a7c15)
+		binary.BigEndian.PutUint64(k[8:], j)
+		if _, err := db.Get(k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

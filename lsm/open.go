@@ -244,6 +244,7 @@ func (d *DB) openJournal() error {
 		DisableCompression: o.Journal.DisableCompression,
 		OnPressure:         d.onJournalPressure,
 		Logger:             o.Logger,
+		ReadOnly:           o.ReadOnly,
 	})
 	if err != nil {
 		dev.Close()
