@@ -288,7 +288,14 @@ func runTimeout(name string, args ...string) (string, error) {
 // sh runs a shell command in dir and fails t on error.
 func sh(t testing.TB, dir, script string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	return shTimeout(t, dir, script, commandTimeout)
+}
+
+// shTimeout is sh with a timeout: a process blocked on a hung daemon is
+// killed (FUSE waits are killable) and the test fails instead of hanging.
+func shTimeout(t testing.TB, dir, script string, timeout time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-ec", script)
 	cmd.Dir = dir
