@@ -111,6 +111,10 @@ func daemonize(req mountRequest, cfg mount.Config) error {
 	}
 	werr := cmd.Wait()
 	if reason, ok := strings.CutPrefix(line, readyError); ok {
+		if strings.Contains(reason, "fusermount") && cfg.LogFile == "" {
+			// fusermount3 said why on the daemon's stderr.
+			reason += lastLine(stderr)
+		}
 		return failed(errors.New(reason))
 	}
 	return failed(fmt.Errorf("daemon exited before the mount was ready (%v)%s", werr, lastLine(stderr)))
