@@ -171,6 +171,9 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 			delete(wb.blocks, idx)
 			wb.bytes -= f.bs
 		}
+		// Blocks below the new size may now exist: a later write to one
+		// must read it first.
+		wb.baseSize = max(wb.baseSize, n.Size)
 		start = end
 	}
 	wb.kill = false

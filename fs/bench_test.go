@@ -1,0 +1,147 @@
+package fs_test
+
+// BenchmarkBlockSize measures the data block size fixed at Format, on the
+// workloads it trades off: sequential 1 MiB writes and reads (larger blocks:
+// fewer keys), 4 KiB random writes (with an fsync every 32) and reads
+// (smaller blocks: less read-modify-write and less to read), and small-file
+// creates (4 KiB files, stored short whatever the block size). The engine
+// runs on a MemFS by default (CPU and engine costs only) or, with
+// LSMFS_BENCH_DISK=1, in a temporary directory on the disk.
+//
+//	go test ./fs -run XXX -bench BlockSize -benchtime 2s
+//
+// engine-B/op is the bytes of batches the engine received per operation.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/lsmfs/lsmfs/fs"
+	"github.com/lsmfs/lsmfs/lsm"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
+)
+
+func newBenchEnv(b *testing.B, blockSize int) *env {
+	e := &env{t: b, clock: &fakeClock{}}
+	var fsys vfs.FS
+	dir := testDir
+	if os.Getenv("LSMFS_BENCH_DISK") == "1" {
+		fsys, dir = vfs.Default, b.TempDir()+"/db"
+	} else {
+		mem := vfs.NewMem()
+		e.mem, fsys = mem, mem
+	}
+	lo := &lsm.Options{FS: fsys, UUID: testUUID}
+	if err := lsm.Format(dir, lo); err != nil {
+		b.Fatal(err)
+	}
+	db, err := lsm.Open(dir, lo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.db = db
+	if err := fs.Format(db, fs.FormatOptions{BlockSize: blockSize}); err != nil {
+		b.Fatal(err)
+	}
+	e.opts = fs.Options{FS: fsys}
+	e.open()
+	b.Cleanup(e.close)
+	return e
+}
+
+const benchFileSize = 64 << 20
+
+// fillFile writes a benchFileSize file and flushes it.
+func fillFile(e *env, name string) (uint64, uint64) {
+	ino, fh := e.mustCreate(1, name)
+	buf := pattern(1<<20, 1)
+	for off := 0; off < benchFileSize; off += len(buf) {
+		e.mustWrite(ino, fh, uint64(off), buf)
+	}
+	e.fsync(ino, fh)
+	return ino, fh
+}
+
+func BenchmarkBlockSize(b *testing.B) {
+	for _, size := range []int{4 << 10, 16 << 10, 64 << 10, 128 << 10} {
+		b.Run(fmt.Sprintf("bs=%dK", size>>10), func(b *testing.B) {
+			b.Run("seqwrite-1M", func(b *testing.B) {
+				e := newBenchEnv(b, size)
+				ino, fh := e.mustCreate(1, "f")
+				buf := pattern(1<<20, 3)
+				b.SetBytes(int64(len(buf)))
+				user := e.db.Metrics().UserBytes
+				b.ResetTimer()
+				off := uint64(0)
+				for i := 0; i < b.N; i++ {
+					if off == benchFileSize {
+						e.truncate(ino, 0)
+						off = 0
+					}
+					e.mustWrite(ino, fh, off, buf)
+					off += uint64(len(buf))
+				}
+				e.fsync(ino, fh)
+				b.StopTimer()
+				b.ReportMetric(float64(e.db.Metrics().UserBytes-user)/float64(b.N), "engine-B/op")
+			})
+			b.Run("seqread-1M", func(b *testing.B) {
+				e := newBenchEnv(b, size)
+				ino, fh := fillFile(e, "f")
+				b.SetBytes(1 << 20)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					e.mustRead(ino, fh, uint64(i%(benchFileSize>>20))<<20, 1<<20)
+				}
+			})
+			b.Run("randwrite-4K", func(b *testing.B) {
+				e := newBenchEnv(b, size)
+				ino, fh := fillFile(e, "f")
+				rng := rand.New(rand.NewPCG(1, 2))
+				buf := pattern(4<<10, 5)
+				b.SetBytes(int64(len(buf)))
+				user := e.db.Metrics().UserBytes
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					e.mustWrite(ino, fh, uint64(rng.IntN(benchFileSize/len(buf)))*uint64(len(buf)), buf)
+					if i%32 == 31 {
+						e.fsync(ino, fh)
+					}
+				}
+				e.fsync(ino, fh)
+				b.StopTimer()
+				b.ReportMetric(float64(e.db.Metrics().UserBytes-user)/float64(b.N), "engine-B/op")
+			})
+			b.Run("randread-4K", func(b *testing.B) {
+				e := newBenchEnv(b, size)
+				ino, fh := fillFile(e, "f")
+				rng := rand.New(rand.NewPCG(3, 4))
+				b.SetBytes(4 << 10)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					e.mustRead(ino, fh, uint64(rng.IntN(benchFileSize>>12))<<12, 4<<10)
+				}
+			})
+			b.Run("create-4K", func(b *testing.B) {
+				e := newBenchEnv(b, size)
+				buf := pattern(4<<10, 7)
+				dirs := make([]uint64, 100)
+				for i := range dirs {
+					dirs[i] = e.mustMkdir(1, fmt.Sprint("d", i))
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					ino, fh, err := e.create(dirs[i%len(dirs)], fmt.Sprint("f", i), 0o644, syscall.O_WRONLY)
+					if err != 0 {
+						b.Fatal(err)
+					}
+					e.mustWrite(ino, fh, 0, buf)
+					e.release(ino, fh)
+				}
+			})
+		})
+	}
+}
