@@ -26,8 +26,18 @@ type Config struct {
 	// CacheSize is the block cache size in bytes. Default 128 MiB; negative:
 	// no cache (cache_size=0).
 	CacheSize int64
-	// MemtableSize is the size of one memtable in bytes. Default 64 MiB.
+	// MemtableSize is the memtable memory at which it is flushed. Default
+	// 64 MiB.
 	MemtableSize int64
+	// MemtablePolicy is none, basic, eager or adaptive. Default "" (basic).
+	MemtablePolicy string
+	// InMemoryFlushSize is the size of the active memtable segment.
+	// Default MemtableSize/8.
+	InMemoryFlushSize int64
+	// Compaction is leveled or tiered. Default "" (leveled).
+	Compaction string
+	// TierRatio is the size ratio of tiered compaction. Default 2.
+	TierRatio float64
 	// CommitInterval bounds how long an unsynced write stays in memory.
 	// Default 5s.
 	CommitInterval time.Duration
@@ -133,6 +143,14 @@ func (c *Config) String() string {
 	if c.MemtableSize > 0 {
 		add("memtable_size", FormatSize(c.MemtableSize))
 	}
+	add("memtable_policy", c.MemtablePolicy)
+	if c.InMemoryFlushSize > 0 {
+		add("inmemory_flush_size", FormatSize(c.InMemoryFlushSize))
+	}
+	add("compaction", c.Compaction)
+	if c.TierRatio > 0 {
+		add("tier_ratio", strconv.FormatFloat(c.TierRatio, 'g', -1, 64))
+	}
 	if c.CommitInterval > 0 {
 		add("commit_interval", c.CommitInterval.String())
 	}
@@ -197,6 +215,10 @@ func (c *Config) EngineOptions(logger *slog.Logger) *lsm.Options {
 			DisableCompression: c.Compression == "none",
 		},
 		MemtableSize:             c.MemtableSize,
+		MemtablePolicy:           lsm.MemtablePolicy(c.MemtablePolicy),
+		InMemoryFlushSize:        c.InMemoryFlushSize,
+		Compaction:               lsm.CompactionStyle(c.Compaction),
+		TierRatio:                c.TierRatio,
 		CacheSize:                c.CacheSize,
 		DisableCompression:       c.Compression == "none",
 		L0CompactionTrigger:      c.L0Trigger,

@@ -179,6 +179,54 @@ func optionTable() []option {
 			}),
 		},
 		{
+			OptionDoc: OptionDoc{Name: "memtable_policy", Arg: "none|basic|eager|adaptive", Group: GroupLsmfs,
+				Default: string(def.MemtablePolicy),
+				Usage: "in-memory compaction of the memtable pipeline: none (segments flushed as they are), basic (indexes flattened), " +
+					"eager (segments merged, superseded versions dropped), adaptive (basic or eager from the measured share of duplicate keys)"},
+			apply: engineOption(func(c *Config, val string) error {
+				c.MemtablePolicy = val
+				return nil
+			}),
+		},
+		{
+			OptionDoc: OptionDoc{Name: "inmemory_flush_size", Arg: "SIZE", Group: GroupLsmfs,
+				Default: "memtable_size/8 (" + FormatSize(def.InMemoryFlushSize) + ")",
+				Usage:   "size of the active memtable segment; when full it joins the pipeline where memtable_policy works on it"},
+			apply: engineOption(func(c *Config, val string) error {
+				n, err := ParseSize(val)
+				if err != nil {
+					return err
+				}
+				if n == 0 {
+					return fmt.Errorf("must be positive")
+				}
+				c.InMemoryFlushSize = n
+				return nil
+			}),
+		},
+		{
+			OptionDoc: OptionDoc{Name: "compaction", Arg: "leveled|tiered", Group: GroupLsmfs,
+				Default: string(def.Compaction),
+				Usage:   "on-disk compaction style: leveled (levels of disjoint tables) or tiered (size-tiered sorted runs)"},
+			apply: engineOption(func(c *Config, val string) error {
+				c.Compaction = val
+				return nil
+			}),
+		},
+		{
+			OptionDoc: OptionDoc{Name: "tier_ratio", Arg: "R", Group: GroupLsmfs,
+				Default: strconv.FormatFloat(def.TierRatio, 'g', -1, 64),
+				Usage:   "tiered compaction: a sorted run joins a merge while its size is at most R times the runs before it (R >= 1)"},
+			apply: engineOption(func(c *Config, val string) error {
+				r, err := strconv.ParseFloat(val, 64)
+				if err != nil || r <= 0 {
+					return fmt.Errorf("bad ratio %q: want a number >= 1", val)
+				}
+				c.TierRatio = r
+				return nil
+			}),
+		},
+		{
 			OptionDoc: OptionDoc{Name: "commit_interval", Arg: "DURATION", Group: GroupLsmfs,
 				Default: def.Journal.CommitInterval.String(),
 				Usage:   "longest time an unsynced write stays in memory before the journal forces it (like ext4 commit=); a Go duration (500ms, 5s) or seconds"},

@@ -23,6 +23,9 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"cache_size=0"}, mount.Config{CacheSize: -1}},
 		{[]string{"memtable_size=1G", "commit_interval=250ms"}, mount.Config{MemtableSize: 1 << 30, CommitInterval: 250 * time.Millisecond}},
 		{[]string{"commit_interval=3"}, mount.Config{CommitInterval: 3 * time.Second}},
+		{[]string{"memtable_policy=eager,compaction=tiered,tier_ratio=1.5,inmemory_flush_size=4M"},
+			mount.Config{MemtablePolicy: "eager", Compaction: "tiered", TierRatio: 1.5, InMemoryFlushSize: 4 << 20}},
+		{[]string{"memtable_policy=adaptive,compaction=leveled"}, mount.Config{MemtablePolicy: "adaptive", Compaction: "leveled"}},
 		{[]string{"compression=none,l0_trigger=8,level_ratio=4,compaction_concurrency=2"},
 			mount.Config{Compression: "none", L0Trigger: 8, LevelRatio: 4, CompactionConcurrency: 2}},
 		{[]string{"ro,allow_other,debug,log=/var/log/lsmfs.log,writeback_cache"},
@@ -73,6 +76,11 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"commit_interval=fast", `"commit_interval=fast"`},
 		{"commit_interval=-1s", `"commit_interval=-1s"`},
 		{"compression=zstd", `"compression=zstd"`},
+		{"memtable_policy=lazy", `"memtable_policy=lazy"`},
+		{"compaction=universal", `"compaction=universal"`},
+		{"tier_ratio=0.5", `"tier_ratio=0.5"`},
+		{"tier_ratio=x", `"tier_ratio=x"`},
+		{"inmemory_flush_size=0", `"inmemory_flush_size=0"`},
 		{"l0_trigger=0", `"l0_trigger=0"`},
 		{"l0_trigger=100", `"l0_trigger=100"`}, // above the stop-writes trigger
 		{"level_ratio=1", `"level_ratio=1"`},
@@ -124,7 +132,8 @@ func TestSize(t *testing.T) {
 // lists every one with its default.
 func TestOptionsDocumented(t *testing.T) {
 	samples := map[string]string{
-		"PATH": "/x", "SIZE": "256M", "DURATION": "1s", "lz4|none": "none", "N": "3", "NAME": "n",
+		"PATH": "/x", "SIZE": "4M", "DURATION": "1s", "lz4|none": "none", "N": "3", "NAME": "n",
+		"none|basic|eager|adaptive": "eager", "leveled|tiered": "tiered", "R": "3",
 	}
 	help := mount.OptionsHelp()
 	for _, d := range mount.Options() {
@@ -149,6 +158,7 @@ func TestOptionsDocumented(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"journal", "cache_size", "memtable_size", "commit_interval", "compression",
+		"memtable_policy", "compaction", "tier_ratio", "inmemory_flush_size",
 		"allow_other", "default_permissions", "ro", "rw", "debug", "noauto", "nofail", "_netdev", "x-*"} {
 		if !slices.ContainsFunc(mount.Options(), func(d mount.OptionDoc) bool { return d.Name == name }) {
 			t.Errorf("option %s is not documented", name)
