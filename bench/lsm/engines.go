@@ -71,10 +71,12 @@ func openPebble() opener {
 		cache := pebble.NewCache(cacheSize)
 		defer cache.Unref()
 		opts := &pebble.Options{Cache: cache, MemTableSize: memtableSize}
-		opts.EnsureDefaults()
+		// Set before EnsureDefaults, which registers the filter policies the
+		// readers can use and copies L0's settings to the other levels.
 		for i := range opts.Levels {
 			opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		}
+		opts.EnsureDefaults()
 		db, err := pebble.Open(dir, opts)
 		if err != nil {
 			return nil, err
