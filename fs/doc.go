@@ -58,7 +58,10 @@
 // kernel leaves to a filesystem: new inodes take the caller's uid and gid,
 // or the parent's gid in a setgid directory (subdirectories inherit the
 // bit); chown of a non-directory and an unprivileged write clear setuid (and
-// setgid with group execute); ctime changes with every change, mtime and
+// setgid with group execute), and writes, truncation and chown remove file
+// capabilities (security.capability), so CAP_HANDLE_KILLPRIV(_V2) can be
+// turned on (WRITE_KILL_SUIDGID, FATTR_KILL_SUIDGID and OPEN_KILL_SUIDGID
+// are honoured); ctime changes with every change, mtime and
 // ctime with data, and a directory's mtime and ctime with its entries.
 // Access times are not updated by reads (noatime), only by utimens.
 //

@@ -145,6 +145,32 @@ func killPriv(mode uint32) uint32 {
 	return mode
 }
 
+// xattrCapability holds file capabilities; they go wherever setuid goes.
+const xattrCapability = "security.capability"
+
+// killPrivs adds to b what a write, truncation or chown does to privileges:
+// with mode, setuid/setgid are cleared (killPriv); always, the file
+// capabilities are removed. Without CAP_HANDLE_KILLPRIV the kernel has
+// asked for both already and this finds nothing to do; with it, this is
+// where they happen.
+func (f *FS) killPrivs(b *lsm.Batch, ino uint64, n *inode, mode bool) error {
+	if mode {
+		n.Mode = killPriv(n.Mode)
+	}
+	if n.Nxattr == 0 || !n.isReg() {
+		return nil
+	}
+	k := xattrKey(ino, xattrCapability)
+	if _, err := f.db.Get(k); errors.Is(err, lsm.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	b.Delete(k)
+	n.Nxattr--
+	return nil
+}
+
 // dropInode adds to b the deletion of everything ino owns: its record, data
 // blocks, xattrs, symlink target and, for an orphan, its orphan key.
 func (f *FS) dropInode(b *lsm.Batch, ino uint64, n *inode, orphan bool) error {

@@ -74,9 +74,12 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn) (inode, error) {
 	if valid&fuse.FATTR_GID != 0 {
 		n.Gid = in.Gid
 	}
-	if !n.isDir() && (valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0 && valid&fuse.FATTR_MODE == 0 ||
-		valid&fuse.FATTR_KILL_SUIDGID != 0) {
-		n.Mode = killPriv(n.Mode)
+	chown := valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0
+	if !n.isDir() && (chown || valid&(fuse.FATTR_KILL_SUIDGID|fuse.FATTR_SIZE) != 0) {
+		killMode := chown && valid&fuse.FATTR_MODE == 0 || valid&fuse.FATTR_KILL_SUIDGID != 0
+		if err := f.killPrivs(b, ino, &n, killMode); err != nil {
+			return inode{}, err
+		}
 	}
 	if valid&fuse.FATTR_SIZE != 0 {
 		switch {

@@ -65,8 +65,8 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 		}
 		now := f.now()
 		n.Mtime, n.Ctime = now, now
-		if kill {
-			n.Mode = killPriv(n.Mode)
+		if err := f.killPrivs(b, ino, &n, kill); err != nil {
+			return nil, err
 		}
 		putInode(b, ino, &n)
 		if err := f.db.Apply(b, false); err != nil {

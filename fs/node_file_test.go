@@ -458,6 +458,28 @@ func TestWriteClearsSetuid(t *testing.T) {
 	e.check()
 }
 
+func TestWriteRemovesCapabilities(t *testing.T) {
+	e := newFileEnv(t, fs.Options{})
+	ino, fh := e.mustCreate(1, "f")
+	wantErr(t, "setxattr", e.setxattr(ino, "security.capability", []byte{1, 2, 3}, 0), 0)
+	wantErr(t, "setxattr", e.setxattr(ino, "user.keep", []byte{1}, 0), 0)
+	e.mustWrite(ino, fh, 0, []byte("root write"))
+	e.flush(ino, fh)
+	_, _, err := e.getxattr(ino, "security.capability", 100)
+	wantErr(t, "capability after write", err, syscall.ENODATA)
+	if _, _, err := e.getxattr(ino, "user.keep", 100); err != 0 {
+		t.Fatalf("other xattr removed: %v", err)
+	}
+	wantErr(t, "setxattr", e.setxattr(ino, "security.capability", []byte{1, 2, 3}, 0), 0)
+	var in fuse.SetAttrIn
+	in.NodeId, in.Valid, in.Uid = ino, fuse.FATTR_UID, 5
+	e.setattr(in)
+	_, _, err = e.getxattr(ino, "security.capability", 100)
+	wantErr(t, "capability after chown", err, syscall.ENODATA)
+	e.release(ino, fh)
+	e.check()
+}
+
 func TestEFBIGAndBadHandles(t *testing.T) {
 	e := newFileEnv(t, fs.Options{})
 	ino, fh := e.mustCreate(1, "f")

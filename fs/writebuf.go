@@ -154,8 +154,8 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 		}
 		n.Mtime = wb.mtime
 		n.Ctime = max(n.Ctime, wb.mtime)
-		if wb.kill {
-			n.Mode = killPriv(n.Mode)
+		if err := f.killPrivs(b, oi.ino, &n, wb.kill); err != nil {
+			return err
 		}
 		putInode(b, oi.ino, &n)
 		err = f.db.Apply(b, sync && final)
