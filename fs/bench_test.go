@@ -16,8 +16,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sort"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/lsm"
@@ -144,4 +147,127 @@ func BenchmarkBlockSize(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestBlockSizeTable prints the BenchmarkBlockSize workloads as one markdown
+// table: each round runs every workload at every block size back to back,
+// so a noisy neighbour hits all sizes alike, and the table shows medians.
+// Opt-in: LSMFS_BLOCKSIZE_TABLE=1 (add LSMFS_BENCH_DISK=1 for the disk).
+func TestBlockSizeTable(t *testing.T) {
+	if os.Getenv("LSMFS_BLOCKSIZE_TABLE") != "1" {
+		t.Skip("set LSMFS_BLOCKSIZE_TABLE=1")
+	}
+	sizes := []int{4 << 10, 16 << 10, 64 << 10, 128 << 10}
+	type workload struct {
+		name string
+		unit string
+		ops  int
+		run  func(e *env, ops int) // the timed part
+		prep func(e *env)
+	}
+	var ino, fh uint64
+	buf1M, buf4K := pattern(1<<20, 3), pattern(4<<10, 5)
+	workloads := []workload{
+		{"sequential write 1 MiB (MiB/s)", "MiB/s", 256, func(e *env, ops int) {
+			for i := 0; i < ops; i++ {
+				e.mustWrite(ino, fh, uint64(i)<<20, buf1M)
+			}
+			e.fsync(ino, fh)
+		}, func(e *env) { ino, fh = e.mustCreate(1, "w") }},
+		{"sequential read 1 MiB (MiB/s)", "MiB/s", 256, func(e *env, ops int) {
+			for i := 0; i < ops; i++ {
+				e.mustRead(ino, fh, uint64(i%(benchFileSize>>20))<<20, 1<<20)
+			}
+		}, func(e *env) { ino, fh = fillFile(e, "r") }},
+		{"random write 4 KiB, fsync/32 (IOPS)", "ops/s", 4096, func(e *env, ops int) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := 0; i < ops; i++ {
+				e.mustWrite(ino, fh, uint64(rng.IntN(benchFileSize>>12))<<12, buf4K)
+				if i%32 == 31 {
+					e.fsync(ino, fh)
+				}
+			}
+		}, func(e *env) { ino, fh = fillFile(e, "rw") }},
+		{"random read 4 KiB (IOPS)", "ops/s", 20000, func(e *env, ops int) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			for i := 0; i < ops; i++ {
+				e.mustRead(ino, fh, uint64(rng.IntN(benchFileSize>>12))<<12, 4<<10)
+			}
+		}, func(e *env) { ino, fh = fillFile(e, "rr") }},
+		{"create 4 KiB files (files/s)", "ops/s", 5000, func(e *env, ops int) {
+			for i := 0; i < ops; i++ {
+				ino, fh, err := e.create(1, fmt.Sprint("f", i), 0o644, syscall.O_WRONLY)
+				if err != 0 {
+					t.Fatal(err)
+				}
+				e.mustWrite(ino, fh, 0, buf4K)
+				e.release(ino, fh)
+			}
+		}, func(e *env) {}},
+	}
+	const rounds = 5
+	res := make([][][]float64, len(workloads)) // [workload][size][round]
+	for w := range workloads {
+		res[w] = make([][]float64, len(sizes))
+	}
+	for r := 0; r < rounds; r++ {
+		for w, wl := range workloads {
+			for s, size := range sizes {
+				e := newTableEnv(t, size)
+				wl.prep(e)
+				start := time.Now()
+				wl.run(e, wl.ops)
+				el := time.Since(start).Seconds()
+				res[w][s] = append(res[w][s], float64(wl.ops)/el) // MiB/s: 1 MiB per op
+				e.close()
+			}
+		}
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "| workload |")
+	for _, s := range sizes {
+		fmt.Fprintf(&out, " %d KiB |", s>>10)
+	}
+	fmt.Fprintf(&out, "\n|---|")
+	for range sizes {
+		fmt.Fprintf(&out, "---:|")
+	}
+	out.WriteString("\n")
+	for w, wl := range workloads {
+		fmt.Fprintf(&out, "| %s |", wl.name)
+		for s := range sizes {
+			v := res[w][s]
+			sort.Float64s(v)
+			fmt.Fprintf(&out, " %.0f |", v[len(v)/2])
+		}
+		out.WriteString("\n")
+	}
+	t.Logf("median of %d interleaved rounds (disk=%v):\n%s", rounds, os.Getenv("LSMFS_BENCH_DISK") == "1", out.String())
+}
+
+func newTableEnv(t *testing.T, blockSize int) *env {
+	e := &env{t: t, clock: &fakeClock{}}
+	var fsys vfs.FS
+	dir := testDir
+	if os.Getenv("LSMFS_BENCH_DISK") == "1" {
+		fsys, dir = vfs.Default, t.TempDir()+"/db"
+	} else {
+		mem := vfs.NewMem()
+		e.mem, fsys = mem, mem
+	}
+	lo := &lsm.Options{FS: fsys, UUID: testUUID}
+	if err := lsm.Format(dir, lo); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open(dir, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.db = db
+	if err := fs.Format(db, fs.FormatOptions{BlockSize: blockSize}); err != nil {
+		t.Fatal(err)
+	}
+	e.opts = fs.Options{FS: fsys}
+	e.open()
+	return e
 }

@@ -53,24 +53,32 @@ func withKey(err error, key []byte) error {
 }
 
 // errno is the one place an error becomes the status a FUSE operation
-// returns. Not-found maps to ENOENT; an errno (syscall.Errno, possibly
-// wrapped, such as vfs.ErrNoSpace's ENOSPC) passes through; a read-only
-// engine gives EROFS; corruption and every other failure are logged with
-// the operation and inode, then reported as EIO.
+// returns:
+//   - a bare syscall.Errno is the operation's own answer (ENOENT, EEXIST,
+//     ENOTEMPTY, ...) and passes through;
+//   - lsm.ErrNotFound is ENOENT and lsm.ErrReadOnly EROFS;
+//   - everything else is a failure below the filesystem: it is logged with
+//     the operation and the inode first, then reported as ENOSPC or EDQUOT
+//     when that is its cause (so callers see a full disk as such), and as
+//     EIO otherwise (corruption, I/O errors, a closed engine).
 func (f *FS) errno(op string, ino uint64, err error) fuse.Status {
 	if err == nil {
 		return fuse.OK
 	}
-	var e syscall.Errno
-	switch {
-	case errors.As(err, &e):
+	if e, ok := err.(syscall.Errno); ok {
 		return fuse.Status(e)
+	}
+	switch {
 	case errors.Is(err, lsm.ErrNotFound):
 		return fuse.ENOENT
 	case errors.Is(err, lsm.ErrReadOnly):
 		return fuse.EROFS
 	}
-	f.log.Error("fs: operation failed", "op", op, "ino", ino, "err", err,
-		"corrupt", errors.Is(err, ErrCorrupt) || errors.Is(err, lsm.ErrCorrupt))
+	corrupt := errors.Is(err, ErrCorrupt) || errors.Is(err, lsm.ErrCorrupt)
+	f.log.Error("fs: operation failed", "op", op, "ino", ino, "err", err, "corrupt", corrupt)
+	var e syscall.Errno
+	if !corrupt && errors.As(err, &e) && (e == syscall.ENOSPC || e == syscall.EDQUOT) {
+		return fuse.Status(e)
+	}
 	return fuse.EIO
 }
