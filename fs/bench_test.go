@@ -160,7 +160,6 @@ func TestBlockSizeTable(t *testing.T) {
 	sizes := []int{4 << 10, 16 << 10, 64 << 10, 128 << 10}
 	type workload struct {
 		name string
-		unit string
 		ops  int
 		run  func(e *env, ops int) // the timed part
 		prep func(e *env)
@@ -168,18 +167,18 @@ func TestBlockSizeTable(t *testing.T) {
 	var ino, fh uint64
 	buf1M, buf4K := pattern(1<<20, 3), pattern(4<<10, 5)
 	workloads := []workload{
-		{"sequential write 1 MiB (MiB/s)", "MiB/s", 256, func(e *env, ops int) {
+		{"sequential write 1 MiB (MiB/s)", 256, func(e *env, ops int) {
 			for i := 0; i < ops; i++ {
 				e.mustWrite(ino, fh, uint64(i)<<20, buf1M)
 			}
 			e.fsync(ino, fh)
 		}, func(e *env) { ino, fh = e.mustCreate(1, "w") }},
-		{"sequential read 1 MiB (MiB/s)", "MiB/s", 256, func(e *env, ops int) {
+		{"sequential read 1 MiB (MiB/s)", 256, func(e *env, ops int) {
 			for i := 0; i < ops; i++ {
 				e.mustRead(ino, fh, uint64(i%(benchFileSize>>20))<<20, 1<<20)
 			}
 		}, func(e *env) { ino, fh = fillFile(e, "r") }},
-		{"random write 4 KiB, fsync/32 (IOPS)", "ops/s", 4096, func(e *env, ops int) {
+		{"random write 4 KiB, fsync/32 (IOPS)", 4096, func(e *env, ops int) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			for i := 0; i < ops; i++ {
 				e.mustWrite(ino, fh, uint64(rng.IntN(benchFileSize>>12))<<12, buf4K)
@@ -188,13 +187,13 @@ func TestBlockSizeTable(t *testing.T) {
 				}
 			}
 		}, func(e *env) { ino, fh = fillFile(e, "rw") }},
-		{"random read 4 KiB (IOPS)", "ops/s", 20000, func(e *env, ops int) {
+		{"random read 4 KiB (IOPS)", 20000, func(e *env, ops int) {
 			rng := rand.New(rand.NewPCG(3, 4))
 			for i := 0; i < ops; i++ {
 				e.mustRead(ino, fh, uint64(rng.IntN(benchFileSize>>12))<<12, 4<<10)
 			}
 		}, func(e *env) { ino, fh = fillFile(e, "rr") }},
-		{"create 4 KiB files (files/s)", "ops/s", 5000, func(e *env, ops int) {
+		{"create 4 KiB files (files/s)", 5000, func(e *env, ops int) {
 			for i := 0; i < ops; i++ {
 				ino, fh, err := e.create(1, fmt.Sprint("f", i), 0o644, syscall.O_WRONLY)
 				if err != 0 {
