@@ -133,7 +133,8 @@ func (f *FS) StatFs(cancel <-chan struct{}, in *fuse.InHeader, out *fuse.StatfsO
 	const unit = 4096
 	used := f.inodeCount()
 	*out = fuse.StatfsOut{
-		Bsize:   unit,
+		Bsize: uint32(f.bs), // the preferred I/O size
+		// Frsize is the unit of the block counts.
 		Frsize:  unit,
 		Blocks:  total / unit,
 		Bfree:   free / unit,

@@ -156,7 +156,7 @@ func TestStatfs(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if s.Files-s.Ffree != 6 || s.Blocks != (1<<30)/4096 || s.Bfree > s.Blocks || s.NameLen != 255 || s.Bsize != 4096 {
+	if s.Files-s.Ffree != 6 || s.Blocks != (1<<30)/4096 || s.Bfree > s.Blocks || s.NameLen != 255 || s.Frsize != 4096 || s.Bsize != uint32(e.fs.BlockSize()) {
 		t.Fatalf("statfs %+v", s)
 	}
 }
