@@ -291,13 +291,26 @@ func sh(t testing.TB, dir, script string) string {
 	return shTimeout(t, dir, script, commandTimeout)
 }
 
-// shTimeout is sh with a timeout: a process blocked on a hung daemon is
-// killed (FUSE waits are killable) and the test fails instead of hanging.
+// shTimeout is sh with a timeout, after which the test fails instead of
+// hanging. A process waiting on a hung daemon cannot always be killed (an
+// exiting process flushes its files uninterruptibly), so the timeout also
+// kills the daemon of the lsmfs mount holding dir, which aborts the FUSE
+// connection, and then the script's process group.
 func shTimeout(t testing.TB, dir, script string, timeout time.Duration) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-ec", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		if mnt := lsmfsMountOf(dir); mnt != "" {
+			if pid := findDaemon(mnt); pid != 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"GIT_AUTHOR_NAME=lsmfs", "GIT_AUTHOR_EMAIL=tests@lsmfs.invalid",
@@ -307,6 +320,9 @@ func shTimeout(t testing.TB, dir, script string, timeout time.Duration) string {
 		"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
 		"GIT_CONFIG_KEY_1=maintenance.auto", "GIT_CONFIG_VALUE_1=false")
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("sh -c %q in %s: timed out after %s (the daemon was killed to abort its FUSE connection)\n%s", script, dir, timeout, out)
+	}
 	if err != nil {
 		t.Fatalf("sh -c %q in %s: %v\n%s", script, dir, err, out)
 	}
@@ -420,6 +436,28 @@ func waitExit(pid int, timeout time.Duration) error {
 	var ws unix.WaitStatus
 	unix.Wait4(pid, &ws, unix.WNOHANG, nil) // ECHILD if not ours: fine
 	return nil
+}
+
+// lsmfsMountOf returns the mount point of the fuse.lsmfs mount holding path
+// ("" if none), from /proc/self/mountinfo, without touching the mount.
+func lsmfsMountOf(path string) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	best := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		i := slices.Index(fields, "-")
+		if len(fields) < 5 || i < 0 || i+1 >= len(fields) || fields[i+1] != "fuse.lsmfs" {
+			continue
+		}
+		mnt := unescapeMountinfo(fields[4])
+		if (path == mnt || strings.HasPrefix(path, mnt+"/")) && len(mnt) > len(best) {
+			best = mnt
+		}
+	}
+	return best
 }
 
 // mountType returns the filesystem type mounted at mnt ("" if none), from
