@@ -1,0 +1,26 @@
+// Package vlog is the engine's value log: large values (file data blocks)
+// live in append-only segment files beside the tables, and the tree holds a
+// small pointer to each. Compactions then move pointers, not data, so a
+// byte of file data is written about once (WiscKey, Badger).
+//
+// Segment file layout (part of the on-disk format; never change):
+//
+//	+-------------------+---------+------------------------+---------------
+//	| magic "LSMFSVL"   | version | segment number (8B LE) | record ...
+//	|       (7 B)       |  (1 B)  |                        |
+//	+-------------------+---------+------------------------+---------------
+//	record:
+//	| header CRC32C (4B) | value CRC32C (4B) | key len uvarint |
+//	| value len uvarint  | key               | value           |
+//
+// The header CRC covers the value CRC, both lengths and the key, so a scan
+// (the cleaner's) can walk records and learn which key each belongs to; the
+// value CRC is also stored in the pointer, so a read checks the value alone.
+//
+// Pointer (the inline value of a KindValuePointer entry):
+//
+//	| version (1B) | segment uvarint | value offset uvarint | value len uvarint | value CRC32C (4B LE) |
+//
+// Concurrency: a Writer has one user at a time (the engine's commit path);
+// reads (ReadValue) and scans use ReadAt and run concurrently with it.
+package vlog

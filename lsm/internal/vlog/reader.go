@@ -1,0 +1,173 @@
+package vlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lsmfs/lsmfs/blockcache"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
+)
+
+// Reader reads values by pointer, through the block cache, keeping segment
+// files open. Safe for concurrent use.
+type Reader struct {
+	fs    vfs.FS
+	dir   string
+	cache *blockcache.Cache
+
+	// DiskReads and DiskBytes count values read from segment files (cache
+	// misses).
+	DiskReads, DiskBytes atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		files map[uint64]vfs.File
+	}
+}
+
+// NewReader returns a reader of the segments in dir.
+func NewReader(fs vfs.FS, dir string, cache *blockcache.Cache) *Reader {
+	r := &Reader{fs: fs, dir: dir, cache: cache}
+	r.mu.files = map[uint64]vfs.File{}
+	return r
+}
+
+func (r *Reader) file(seg uint64) (vfs.File, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f := r.mu.files[seg]; f != nil {
+		return f, nil
+	}
+	f, err := r.fs.Open(vfs.Join(r.dir, FileName(seg)))
+	if err != nil {
+		return nil, err
+	}
+	r.mu.files[seg] = f
+	return f, nil
+}
+
+// Read returns the value p points to. The result may be shared with the
+// cache: do not modify it. A value that fails its checksum, or a pointer
+// past the end of its segment or into a missing segment, is an error
+// matching ErrCorrupt.
+func (r *Reader) Read(p Pointer) ([]byte, error) {
+	if b, ok := r.cache.Get(p.Segment, p.Offset); ok && len(b) == int(p.Len) {
+		return b, nil
+	}
+	f, err := r.file(p.Segment)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, p, FileName(p.Segment))
+		}
+		return nil, fmt.Errorf("vlog: read %s: %w", p, err)
+	}
+	b := make([]byte, p.Len)
+	n, err := f.ReadAt(b, int64(p.Offset))
+	if n < len(b) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s: past the end of the segment", ErrCorrupt, p)
+		}
+		return nil, fmt.Errorf("vlog: read %s: %w", p, err)
+	}
+	r.DiskReads.Add(1)
+	r.DiskBytes.Add(uint64(len(b)))
+	if crc32.Checksum(b, castagnoli) != p.CRC {
+		return nil, fmt.Errorf("%w: %s: value checksum mismatch", ErrCorrupt, p)
+	}
+	r.cache.Set(p.Segment, p.Offset, b)
+	return b, nil
+}
+
+// Forget closes a segment's file (before it is deleted).
+func (r *Reader) Forget(seg uint64) {
+	r.mu.Lock()
+	f := r.mu.files[seg]
+	delete(r.mu.files, seg)
+	r.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
+}
+
+// Close closes every open segment file.
+func (r *Reader) Close() {
+	r.mu.Lock()
+	files := r.mu.files
+	r.mu.files = map[uint64]vfs.File{}
+	r.mu.Unlock()
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// Record is one record met by Scan.
+type Record struct {
+	Key   []byte
+	Value []byte
+	Ptr   Pointer
+}
+
+// Scan reads segment seg's records in order and calls fn for each; key and
+// value are valid only during the call. It reads the first size bytes (the
+// whole file if size is 0) at once: segments are bounded by the writer's
+// segment size. Damage is reported as ErrCorrupt with the offset.
+func Scan(fsys vfs.FS, dir string, seg uint64, size int64, fn func(Record) error) error {
+	name := FileName(seg)
+	f, err := fsys.Open(vfs.Join(dir, name))
+	if err != nil {
+		return fmt.Errorf("vlog: scan %s: %w", name, err)
+	}
+	defer f.Close()
+	if size == 0 {
+		if size, err = f.Size(); err != nil {
+			return fmt.Errorf("vlog: scan %s: %w", name, err)
+		}
+	}
+	data := make([]byte, size)
+	if n, err := f.ReadAt(data, 0); n < len(data) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: %s: shorter (%d bytes) than sealed (%d)", ErrCorrupt, name, n, size)
+		}
+		return fmt.Errorf("vlog: scan %s: %w", name, err)
+	}
+	return scanData(name, seg, data, fn)
+}
+
+func scanData(name string, seg uint64, data []byte, fn func(Record) error) error {
+	if len(data) < segHeaderLen || string(data[:len(segMagic)]) != segMagic || data[len(segMagic)] != segVersion {
+		return fmt.Errorf("%w: %s: bad segment header", ErrCorrupt, name)
+	}
+	if binary.LittleEndian.Uint64(data[len(segMagic)+1:]) != seg {
+		return fmt.Errorf("%w: %s: header names another segment", ErrCorrupt, name)
+	}
+	for off := segHeaderLen; off < len(data); {
+		h, err := decodeRecordHeader(data[off:])
+		if err != nil {
+			return fmt.Errorf("%s at %d: %w", name, off, err)
+		}
+		total := h.hdrLen + h.keyLen + h.valLen
+		if total > len(data)-off {
+			return fmt.Errorf("%w: %s at %d: truncated record", ErrCorrupt, name, off)
+		}
+		rec := data[off : off+total]
+		if crc32.Checksum(rec[4:h.hdrLen+h.keyLen], castagnoli) != binary.LittleEndian.Uint32(rec) {
+			return fmt.Errorf("%w: %s at %d: record header checksum mismatch", ErrCorrupt, name, off)
+		}
+		value := rec[h.hdrLen+h.keyLen:]
+		if crc32.Checksum(value, castagnoli) != h.valueCRC {
+			return fmt.Errorf("%w: %s at %d: value checksum mismatch", ErrCorrupt, name, off)
+		}
+		ptr := Pointer{Segment: seg, Offset: uint64(off + h.hdrLen + h.keyLen), Len: uint32(h.valLen), CRC: h.valueCRC}
+		if err := fn(Record{Key: rec[h.hdrLen : h.hdrLen+h.keyLen], Value: value, Ptr: ptr}); err != nil {
+			return err
+		}
+		off += total
+	}
+	return nil
+}

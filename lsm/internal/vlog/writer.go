@@ -1,0 +1,184 @@
+package vlog
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/lsmfs/lsmfs/lsm/vfs"
+)
+
+// Writer appends records to the active segment and rolls to a new one when
+// it passes the segment size. Appended records are buffered until Flush,
+// which writes them to the file (readers then see them); Sync also forces
+// them to stable storage. All methods are safe for concurrent use (the
+// journal's committer calls Sync while the commit path appends).
+type Writer struct {
+	fs      vfs.FS
+	dir     string
+	maxSize int64
+	// newSegment allocates a segment number and is told when one is sealed.
+	newSegment func() uint64
+	onSeal     func(seg uint64, size int64)
+
+	mu struct {
+		sync.Mutex
+		seg     uint64
+		f       vfs.File
+		buf     []byte
+		written int64 // bytes in the file
+		synced  int64
+		err     error // sticky
+	}
+}
+
+// NewWriter starts a new segment in dir.
+func NewWriter(fs vfs.FS, dir string, maxSize int64, newSegment func() uint64, onSeal func(uint64, int64)) (*Writer, error) {
+	w := &Writer{fs: fs, dir: dir, maxSize: maxSize, newSegment: newSegment, onSeal: onSeal}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.startLocked(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *Writer) startLocked() error {
+	seg := w.newSegment()
+	name := FileName(seg)
+	f, err := w.fs.Create(vfs.Join(w.dir, name))
+	if err != nil {
+		return fmt.Errorf("vlog: create %s: %w", name, err)
+	}
+	hdr := segmentHeader(seg)
+	if _, err := f.WriteAt(hdr, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("vlog: write %s: %w", name, err)
+	}
+	// The new file's directory entry must be durable before any pointer to
+	// it is.
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("vlog: sync %s: %w", name, err)
+	}
+	if err := w.fs.SyncDir(w.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("vlog: sync %s: %w", w.dir, err)
+	}
+	w.mu.seg, w.mu.f = seg, f
+	w.mu.written, w.mu.synced = int64(len(hdr)), int64(len(hdr))
+	return nil
+}
+
+// Append buffers a record and returns its pointer. The value is readable
+// after the next Flush (or Sync).
+func (w *Writer) Append(key, value []byte) (Pointer, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.err != nil {
+		return Pointer{}, w.mu.err
+	}
+	if len(value) > maxValueLen || len(key) > maxKeyLen {
+		return Pointer{}, fmt.Errorf("vlog: record of %d+%d bytes too large", len(key), len(value))
+	}
+	if end := w.mu.written + int64(len(w.mu.buf)); end > int64(segHeaderLen) && end+int64(len(key)+len(value)+20) > w.maxSize {
+		if err := w.rollLocked(); err != nil {
+			return Pointer{}, err
+		}
+	}
+	recStart := w.mu.written + int64(len(w.mu.buf)) // absolute offset of the record
+	var voff int
+	var crc uint32
+	w.mu.buf, voff, crc = appendRecord(w.mu.buf, key, value)
+	return Pointer{Segment: w.mu.seg, Offset: uint64(recStart + int64(voff)), Len: uint32(len(value)), CRC: crc}, nil
+}
+
+// rollLocked seals the active segment (written and synced) and starts a new
+// one.
+func (w *Writer) rollLocked() error {
+	if err := w.syncLocked(); err != nil {
+		return err
+	}
+	seg, size := w.mu.seg, w.mu.written
+	if err := w.mu.f.Close(); err != nil {
+		w.mu.err = fmt.Errorf("vlog: close %s: %w", FileName(seg), err)
+		return w.mu.err
+	}
+	if err := w.startLocked(); err != nil {
+		w.mu.err = err
+		return err
+	}
+	if w.onSeal != nil {
+		w.onSeal(seg, size)
+	}
+	return nil
+}
+
+func (w *Writer) flushLocked() error {
+	if w.mu.err != nil {
+		return w.mu.err
+	}
+	if len(w.mu.buf) == 0 {
+		return nil
+	}
+	if _, err := w.mu.f.WriteAt(w.mu.buf, w.mu.written); err != nil {
+		w.mu.err = fmt.Errorf("vlog: write %s at %d: %w", FileName(w.mu.seg), w.mu.written, err)
+		return w.mu.err
+	}
+	w.mu.written += int64(len(w.mu.buf))
+	w.mu.buf = w.mu.buf[:0]
+	return nil
+}
+
+func (w *Writer) syncLocked() error {
+	if err := w.flushLocked(); err != nil {
+		return err
+	}
+	if w.mu.synced == w.mu.written {
+		return nil
+	}
+	if err := w.mu.f.Sync(); err != nil {
+		w.mu.err = fmt.Errorf("vlog: sync %s: %w", FileName(w.mu.seg), err)
+		return w.mu.err
+	}
+	w.mu.synced = w.mu.written
+	return nil
+}
+
+// Flush writes buffered records to the file.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flushLocked()
+}
+
+// Sync writes and forces every appended record. After a failure the error
+// is sticky.
+func (w *Writer) Sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.syncLocked()
+}
+
+// Active returns the active segment's number and size.
+func (w *Writer) Active() (uint64, int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.seg, w.mu.written + int64(len(w.mu.buf))
+}
+
+// Close syncs and closes the active segment, which is then sealed.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := w.syncLocked()
+	if w.mu.f != nil {
+		if cerr := w.mu.f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && w.onSeal != nil {
+			w.onSeal(w.mu.seg, w.mu.written)
+		}
+		w.mu.f = nil
+	}
+	return err
+}
