@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/mount"
 )
 
@@ -40,7 +42,7 @@ func TestHelp(t *testing.T) {
 		t.Errorf("lsmfs mount --help shows the internal --ready-fd")
 	}
 	out, _, _ = runArgs("mkfs", "--help")
-	for _, want := range []string{"--journal DEV|FILE", "DATADIR/journal", "--journal-size SIZE", `(default: "256M")`, "--block-size N", "(default: 65536)", "Examples:"} {
+	for _, want := range []string{"--journal DEV|FILE", "DATADIR/journal", "--journal-size SIZE", `(default: "256M")`, "--block-size N", fmt.Sprintf("(default: %d)", fs.DefaultBlockSize), "Examples:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lsmfs mkfs --help lacks %q:\n%s", want, out)
 		}
