@@ -49,7 +49,7 @@ func newBenchEnv(b *testing.B, blockSize int) *env {
 	if err := fs.Format(db, fs.FormatOptions{BlockSize: blockSize}); err != nil {
 		b.Fatal(err)
 	}
-	e.opts = fs.Options{FS: fsys}
+	e.opts = fs.Options{}
 	e.open()
 	b.Cleanup(e.close)
 	return e
@@ -266,7 +266,7 @@ func newTableEnv(t *testing.T, blockSize int) *env {
 	if err := fs.Format(db, fs.FormatOptions{BlockSize: blockSize}); err != nil {
 		t.Fatal(err)
 	}
-	e.opts = fs.Options{FS: fsys}
+	e.opts = fs.Options{}
 	e.open()
 	return e
 }

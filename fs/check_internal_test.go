@@ -27,7 +27,7 @@ func TestCheckFindsEveryProblem(t *testing.T) {
 	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(db, Options{FS: mem})
+	f, err := New(db, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

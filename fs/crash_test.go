@@ -19,9 +19,6 @@ import (
 // clean, and every file fsynced and not touched since must hold exactly its
 // fsynced bytes under its name. LSMFS_SEED=N replays one seed.
 func TestCrashRecovery(t *testing.T) {
-	if !remountEnabled() {
-		t.Skip("the engine does not persist yet (enginePersists; LSMFS_REMOUNT=1 forces)")
-	}
 	seeds := []uint64{}
 	if s := os.Getenv("LSMFS_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -116,7 +113,6 @@ func crashOnce(t *testing.T, seed uint64) {
 	// Power loss: only what was synced survives.
 	clone := e.mem.CrashClone()
 	c := &env{t: t, mem: clone, clock: e.clock, opts: e.opts}
-	c.opts.FS = clone
 	db, err := lsm.Open(testDir, engineOptions(clone))
 	if err != nil {
 		t.Fatalf("seed %d: reopen after crash: %v", seed, err)

@@ -2,7 +2,6 @@ package fs_test
 
 import (
 	"bytes"
-	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,14 +13,6 @@ import (
 	"github.com/lsmfs/lsmfs/lsm"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
-
-// enginePersists says whether the engine keeps data across Close and Open.
-// The stage-0 engine is memory only, so tests skip (and the model test does
-// not take) remount steps. Flip to true once lsm persists; LSMFS_REMOUNT=1
-// forces it on meanwhile.
-const enginePersists = false
-
-func remountEnabled() bool { return enginePersists || os.Getenv("LSMFS_REMOUNT") == "1" }
 
 const testDir = "/db"
 
@@ -85,9 +76,6 @@ func newEnv(t tb, o fs.Options, fo fs.FormatOptions) *env {
 	}
 	if err := fs.Format(db, fo); err != nil {
 		t.Fatal(err)
-	}
-	if o.FS == nil {
-		o.FS = e.mem
 	}
 	if o.Clock == nil {
 		o.Clock = e.clock.Now

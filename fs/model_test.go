@@ -3,8 +3,7 @@ package fs_test
 // A model-based test: a rapid state machine drives the raw FUSE operations
 // and an in-memory POSIX tree in step, comparing errno, attributes, listings,
 // xattrs and bytes, with fs.Check clean after every step. Remount steps
-// (close everything, reopen the engine and the FS) are taken when the engine
-// persists (enginePersists, or LSMFS_REMOUNT=1).
+// close everything, reopen the engine and the FS, and compare again.
 //
 // Replay a failure with the -rapid.seed (or -rapid.failfile) rapid prints;
 // -rapid.checks=N runs more sequences.
@@ -622,9 +621,6 @@ func (m *machine) lookup(t *rapid.T) {
 }
 
 func (m *machine) remount(t *rapid.T) {
-	if !remountEnabled() {
-		return // the engine does not persist yet
-	}
 	for len(m.handles) > 0 {
 		m.closeHandle(len(m.handles) - 1)
 	}

@@ -126,7 +126,7 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn) (inode, error) {
 // estimate: free bytes over the bytes an empty file costs (about 512 with
 // its entry and engine overhead).
 func (f *FS) StatFs(cancel <-chan struct{}, in *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	total, free, err := f.opts.FS.Usage(f.db.Dir())
+	total, free, err := f.db.DiskUsage()
 	if err != nil {
 		return f.errno("statfs", in.NodeId, err)
 	}

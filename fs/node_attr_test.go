@@ -183,7 +183,7 @@ func TestFormatAndNew(t *testing.T) {
 	if err := fs.Format(db, fs.FormatOptions{}); !errors.Is(err, fs.ErrFormatted) {
 		t.Fatalf("second Format: %v", err)
 	}
-	f, err := fs.New(db, fs.Options{FS: mem})
+	f, err := fs.New(db, fs.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

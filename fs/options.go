@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 // Default values of Options. Kernel caching can be long because lsmfs is the
@@ -51,10 +50,6 @@ type Options struct {
 	// at New.
 	ReadOnly bool
 
-	// FS is the filesystem holding the engine's directory; statfs reports
-	// its total and free bytes. Default vfs.Default.
-	FS vfs.FS
-
 	// WritebackCache makes MountOptions ask the kernel for its writeback
 	// cache (CAP_WRITEBACK_CACHE): writes are gathered in the page cache and
 	// sent in large chunks; the kernel keeps size and mtime while pages are
@@ -81,9 +76,6 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.FS == nil {
-		o.FS = vfs.Default
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now

@@ -224,9 +224,9 @@ func applyBatchToMemtable(mem *memTable, repr []byte) error {
 	}
 }
 
-// waitForRoomLocked stalls the writer (d.commit held) while too many
-// memtables or L0 tables are waiting, and fails when the DB is closed or
-// failed.
+// waitForRoomLocked stalls the writer (d.commit held) while too many L0
+// tables wait, or while the memtable memory is at its bound and the batch
+// needs a new segment; it fails when the DB is closed or failed.
 func (d *DB) waitForRoomLocked(need uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -238,14 +238,24 @@ func (d *DB) waitForRoomLocked(need uint64) error {
 		if d.mu.bgErr != nil {
 			return d.mu.bgErr
 		}
-		if _, total := d.pipelineMemoryLocked(); total >= uint64(d.opts.MaxMemtables)*uint64(d.opts.MemtableSize) &&
-			d.mu.mem.mutable.Available() < need {
-			// Waiting for a flush.
-			d.markFlushLocked()
-		} else if len(d.mu.versions.current.levels[0]) >= d.opts.L0StopWritesTrigger {
+		if len(d.mu.versions.current.levels[0]) >= d.opts.L0StopWritesTrigger {
 			d.maybeScheduleCompactionLocked()
-		} else {
+		} else if d.mu.mem.mutable.Available() >= need {
 			return nil
+		} else if _, total := d.pipelineMemoryLocked(); total < uint64(d.opts.MaxMemtables)*uint64(d.opts.MemtableSize) {
+			return nil // mutableForWrite rotates
+		} else if !d.mu.flushing && len(d.mu.mem.queue) == 0 {
+			// Over the bound with nothing to flush but the active segment
+			// itself (a large batch gave it a large arena).
+			if d.mu.mem.mutable.Empty() {
+				d.mu.mem.mutable = d.newMemTable(need)
+				d.updateReadStateLocked()
+				return nil
+			}
+			d.rotateLocked(0)
+			d.markFlushLocked()
+		} else {
+			d.markFlushLocked()
 		}
 		if !stalled {
 			stalled = true
@@ -492,3 +502,9 @@ func (d *DB) tablePath(n uint64) string { return vfs.Join(d.dirname, tableFileNa
 
 // Dir returns the engine's directory.
 func (d *DB) Dir() string { return d.dirname }
+
+// DiskUsage reports the size and free space of the filesystem that holds
+// the engine's directory (for statfs).
+func (d *DB) DiskUsage() (total, free uint64, err error) {
+	return d.opts.FS.Usage(d.dirname)
+}
