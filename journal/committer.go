@@ -80,6 +80,13 @@ func (j *Journal) commit(f *frame, enc *frameEncoder, buf []byte) []byte {
 	err := j.mu.err
 	j.mu.Unlock()
 	var meta frameMeta
+	if err == nil && j.opts.BeforeForce != nil {
+		// Ordered mode: what the frame's records point to is made durable
+		// before the frame can be.
+		if err = j.opts.BeforeForce(); err != nil {
+			err = fmt.Errorf("journal: frame seq=%d: before force: %w: %w", f.seq, ErrFailed, err)
+		}
+	}
 	if err == nil {
 		if need := int(frameLen(f.size())); len(buf) < need {
 			buf = alignedBuf(max(need, 2*len(buf)))

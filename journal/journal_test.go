@@ -728,3 +728,46 @@ func TestCleanCloseSkipsScan(t *testing.T) {
 	j2.Close()
 	j.Close()
 }
+
+// TestBeforeForce: the hook runs before every frame write, and its failure
+// fails the journal (fail-stop) instead of writing the frame.
+func TestBeforeForce(t *testing.T) {
+	d := formatMem(t, 1<<20)
+	var calls int
+	fail := false
+	j, err := journal.Open(d.reopen(), journal.Options{UUID: uuidA, BeforeForce: func() error {
+		calls++
+		if fail {
+			return syscall.EIO
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i := 0; i < 3; i++ {
+		if _, err := j.Append(recs("x"), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 3 {
+		t.Fatalf("hook ran %d times for 3 frames", calls)
+	}
+	fail = true
+	if _, err := j.Append(recs("y"), true); !errors.Is(err, syscall.EIO) || !errors.Is(err, journal.ErrFailed) {
+		t.Fatalf("append with a failing hook: %v", err)
+	}
+	if _, err := j.Append(recs("z"), true); !errors.Is(err, journal.ErrFailed) {
+		t.Fatalf("append after the failure: %v", err)
+	}
+	if r := d.CrashClone(); r != nil {
+		j2 := mustOpen(t, r, journal.Options{UUID: uuidA})
+		var n int
+		j2.Replay(0, func(uint64, []byte) error { n++; return nil })
+		j2.Close()
+		if n != 3 {
+			t.Fatalf("replayed %d records, want the 3 written before the failure", n)
+		}
+	}
+}

@@ -55,6 +55,13 @@ type Options struct {
 	// Logger receives recovery and failure messages. Default: discard.
 	Logger *slog.Logger
 
+	// BeforeForce, if set, is called by the committer before it writes each
+	// frame (outside journal locks). The engine uses it to force the value
+	// log, so that a frame whose records point into the value log is never
+	// durable before the bytes it points to (ordered mode). An error fails
+	// the journal like a failed force.
+	BeforeForce func() error
+
 	// ReadOnly opens for Replay only: nothing is ever written to the device,
 	// and Enqueue, Append, Sync and Checkpoint fail with ErrReadOnly.
 	ReadOnly bool
