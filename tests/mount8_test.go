@@ -44,8 +44,8 @@ func TestMount8(t *testing.T) {
 		script := fmt.Sprintf(`
 			mount --bind %[1]s /usr/local/sbin
 			# a bad option fails with the reason
-			if mount -t fuse.lsmfs %[2]s %[3]s -o bogus_option 2>err; then echo "bad option mounted"; exit 1; fi
-			grep -q 'unknown mount option "bogus_option"' err || { echo "bad option: $(cat err)"; exit 1; }
+			if mount -t fuse.lsmfs %[2]s %[3]s -o bogus_option 2>%[6]s; then echo "bad option mounted"; exit 1; fi
+			grep -q 'unknown mount option "bogus_option"' %[6]s || { echo "bad option: $(cat %[6]s)"; exit 1; }
 			mount -t fuse.lsmfs %[2]s %[3]s -o noauto,_netdev,nofail,x-systemd.requires=foo,cache_size=64M,log=%[5]s
 			grep -q "^%[2]s %[3]s fuse.lsmfs rw," /proc/self/mounts || { echo "not in /proc/mounts:"; grep %[3]s /proc/self/mounts; exit 1; }
 			echo hello > %[3]s/file
@@ -61,7 +61,7 @@ func TestMount8(t *testing.T) {
 			read ignored
 			umount %[3]s
 			echo DONE
-		`, bin, f.dataDir, f.mnt, fstab, f.logFile)
+		`, bin, f.dataDir, f.mnt, fstab, f.logFile, filepath.Join(t.TempDir(), "stderr"))
 		runStepped(t, f, []string{"unshare", "--mount", "--propagation", "private", "sh", "-ec", script})
 	})
 
@@ -102,6 +102,7 @@ func runStepped(t *testing.T, f *testFS, argv []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = filepath.Dir(f.mnt)
 	stdin, err := cmd.StdinPipe()
 	must(t, err)
 	stdout, err := cmd.StdoutPipe()
