@@ -81,7 +81,8 @@ type ckInode struct {
 //   - no data block lies beyond its file's size, no block is longer than
 //     the block size, and the inode's stored-bytes count equals the sum of
 //     its blocks; only regular files have blocks, only symlinks targets
-//     (of length size), and each inode's xattr count matches its keys.
+//     (of length size), and each inode's xattr count matches its keys;
+//   - ACL xattrs decode, and only directories have a default ACL.
 //
 // It returns an error only when it cannot read the keyspace (or finds no
 // superblock); every inconsistency goes into the Report.
@@ -289,6 +290,13 @@ func (c *checker) xattr(k, v []byte) {
 		return
 	}
 	n.xattrs++
+	if isACLName(name) {
+		if _, err := parseACL(v); err != nil {
+			c.r.addf("inode %d: %s does not decode: %v", ino, name, err)
+		} else if name == xattrACLDefault && !n.n.isDir() {
+			c.r.addf("inode %d: a default ACL on a non-directory (mode %#o)", ino, n.n.Mode)
+		}
+	}
 }
 
 func (c *checker) symlink(k, v []byte) {

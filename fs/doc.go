@@ -53,16 +53,20 @@
 // (readdir.go), so cookies never skip or repeat entries under concurrent
 // changes and seekdir works; memory does not grow with directory size.
 //
-// Permissions are the kernel's (default_permissions): lsmfs checks none, and
-// applies no umask (the kernel already did). It does apply the rules the
-// kernel leaves to a filesystem: new inodes take the caller's uid and gid,
+// Permissions are the kernel's (default_permissions, and POSIX ACLs through
+// FUSE_POSIX_ACL): lsmfs checks none. It does apply the rules the kernel
+// leaves to a filesystem: the caller's umask, sent apart from the mode
+// (FUSE_DONT_MASK), unless the parent directory has a default ACL, which is
+// inherited instead; the mode and the access ACL kept in step by setxattr
+// and chmod (node_acl.go, acl.go); new inodes take the caller's uid and gid,
 // or the parent's gid in a setgid directory (subdirectories inherit the
 // bit); chown of a non-directory and an unprivileged write clear setuid (and
 // setgid with group execute), and writes, truncation and chown remove file
 // capabilities (security.capability), so CAP_HANDLE_KILLPRIV(_V2) can be
 // turned on (WRITE_KILL_SUIDGID, FATTR_KILL_SUIDGID and OPEN_KILL_SUIDGID
-// are honoured); ctime changes with every change, mtime and
-// ctime with data, and a directory's mtime and ctime with its entries.
+// are honoured); ctime changes with every change (and, as on ext4, with
+// chown to the same owner), mtime and ctime with data, and a directory's
+// mtime and ctime with its entries.
 // Access times are not updated by reads (noatime), only by utimens.
 //
 // # Concurrency

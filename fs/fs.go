@@ -56,6 +56,10 @@ type FS struct {
 		stop    atomic.Bool
 	}
 
+	// acl is set when the kernel enforces POSIX ACLs (FUSE_POSIX_ACL, seen
+	// at Init); only then are system.posix_acl_* served (node_acl.go).
+	acl atomic.Bool
+
 	blockPool sync.Pool
 	closed    atomic.Bool
 }
@@ -126,6 +130,9 @@ func (f *FS) BlockSize() int { return f.bs }
 //     reused and a symlink's target is immutable), so the kernel may keep
 //     them forever.
 //   - CAP_ATOMIC_O_TRUNC: open(O_TRUNC) truncates in OPEN, saving a SETATTR.
+//   - POSIX ACLs (EnableAcl), with CAP_DONT_MASK (the umask arrives apart
+//     from the mode, so that a default ACL can replace it) and
+//     CAP_SETXATTR_EXT (SETXATTR_ACL_KILL_SGID); see node_acl.go.
 //   - CAP_WRITEBACK_CACHE when Options.WritebackCache is set.
 //
 // Entry, attribute and negative-entry timeouts are returned with every reply
@@ -138,7 +145,8 @@ func (f *FS) MountOptions() fuse.MountOptions {
 		MaxWrite:             1 << 20,
 		MaxBackground:        64,
 		EnableSymlinkCaching: true,
-		ExtraCapabilities:    fuse.CAP_ATOMIC_O_TRUNC,
+		EnableAcl:            true,
+		ExtraCapabilities:    fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT,
 	}
 	if f.opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")

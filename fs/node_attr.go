@@ -28,8 +28,9 @@ const setattrChanges = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.
 // SetAttr changes mode, owner, size and times. The kernel has checked
 // permissions (default_permissions); lsmfs applies the rules it leaves to
 // the filesystem: chown of a non-directory clears setuid and setgid (unless
-// the same request sets the mode), truncation sets mtime unless told a time,
-// and ctime is set on every change.
+// the same request sets the mode), chmod rewrites the access ACL,
+// truncation sets mtime unless told a time, and ctime is set on every
+// change (and by chown with both ids -1, as on ext4).
 func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	ino := in.NodeId
 	n, err := f.setattr(ino, in)
@@ -43,9 +44,11 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 
 func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn) (inode, error) {
 	valid := in.Valid
-	if valid&setattrChanges == 0 {
+	if valid&setattrChanges == 0 && valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) != 0 {
 		return f.stat(ino)
 	}
+	// An empty request is chown(2) with both ids -1; like ext4, lsmfs
+	// still sets ctime (POSIX allows either).
 	if err := f.writable(); err != nil {
 		return inode{}, err
 	}
@@ -67,6 +70,9 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn) (inode, error) {
 	b := lsm.NewBatch()
 	if valid&fuse.FATTR_MODE != 0 {
 		n.Mode = n.Mode&syscall.S_IFMT | in.Mode&0o7777
+		if err := f.chmodACL(b, ino, &n, n.Mode); err != nil {
+			return inode{}, err
+		}
 	}
 	if valid&fuse.FATTR_UID != 0 {
 		n.Uid = in.Uid

@@ -111,8 +111,9 @@ func (f *FS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, 
 func (f *FS) Forget(nodeid, nlookup uint64) {}
 
 // makeNode creates an inode of the given mode named name in parent, with its
-// entry and the parent's update, in one batch.
-func (f *FS) makeNode(parent uint64, name string, mode, rdev uint32, caller fuse.Caller, target string) (uint64, inode, error) {
+// entry, its inherited ACLs and the parent's update, in one batch. umask is
+// the caller's, applied unless the parent has a default ACL.
+func (f *FS) makeNode(parent uint64, name string, mode, umask, rdev uint32, caller fuse.Caller, target string) (uint64, inode, error) {
 	if err := f.writable(); err != nil {
 		return 0, inode{}, err
 	}
@@ -128,6 +129,10 @@ func (f *FS) makeNode(parent uint64, name string, mode, rdev uint32, caller fuse
 	if _, err := f.getDentry(parent, name); err == nil {
 		return 0, inode{}, syscall.EEXIST
 	} else if !errors.Is(err, syscall.ENOENT) {
+		return 0, inode{}, err
+	}
+	mode, access, dflt, err := f.newInodeACL(parent, &p, mode, umask)
+	if err != nil {
 		return 0, inode{}, err
 	}
 	n := inode{Mode: mode, Uid: caller.Uid, Gid: caller.Gid, Nlink: 1, Rdev: rdev}
@@ -162,6 +167,7 @@ func (f *FS) makeNode(parent uint64, name string, mode, rdev uint32, caller fuse
 
 	b := lsm.NewBatch()
 	b.Set(dentryKey(parent, name), encodeDentry(dentry{Ino: ino, Type: n.dtype()}))
+	putNewInodeACL(b, ino, &n, access, dflt)
 	putInode(b, ino, &n)
 	putInode(b, parent, &p)
 	if n.isSymlink() {
@@ -187,7 +193,7 @@ func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *f
 	default:
 		return fuse.EINVAL
 	}
-	ino, n, err := f.makeNode(in.NodeId, name, mode&(syscall.S_IFMT|0o7777), in.Rdev, in.Caller, "")
+	ino, n, err := f.makeNode(in.NodeId, name, mode&(syscall.S_IFMT|0o7777), in.Umask, in.Rdev, in.Caller, "")
 	if err != nil {
 		return f.errno("mknod", in.NodeId, err)
 	}
@@ -195,9 +201,10 @@ func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *f
 	return fuse.OK
 }
 
-// Mkdir creates a directory. The mode already carries the caller's umask.
+// Mkdir creates a directory. The caller's umask comes apart from the mode
+// (FUSE_DONT_MASK) and is applied unless a default ACL applies instead.
 func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	ino, n, err := f.makeNode(in.NodeId, name, syscall.S_IFDIR|in.Mode&0o7777, 0, in.Caller, "")
+	ino, n, err := f.makeNode(in.NodeId, name, syscall.S_IFDIR|in.Mode&0o7777, in.Umask, 0, in.Caller, "")
 	if err != nil {
 		return f.errno("mkdir", in.NodeId, err)
 	}
@@ -210,7 +217,7 @@ func (f *FS) Symlink(cancel <-chan struct{}, header *fuse.InHeader, pointedTo st
 	if len(pointedTo) > maxSymlinkLen {
 		return fuse.Status(syscall.ENAMETOOLONG)
 	}
-	ino, n, err := f.makeNode(header.NodeId, linkName, syscall.S_IFLNK|0o777, 0, header.Caller, pointedTo)
+	ino, n, err := f.makeNode(header.NodeId, linkName, syscall.S_IFLNK|0o777, 0, 0, header.Caller, pointedTo)
 	if err != nil {
 		return f.errno("symlink", header.NodeId, err)
 	}

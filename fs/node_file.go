@@ -78,7 +78,7 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 
 // Create creates a regular file and opens it.
 func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	ino, n, err := f.makeNode(in.NodeId, name, syscall.S_IFREG|in.Mode&0o7777, 0, in.Caller, "")
+	ino, n, err := f.makeNode(in.NodeId, name, syscall.S_IFREG|in.Mode&0o7777, in.Umask, 0, in.Caller, "")
 	if err != nil {
 		return f.errno("create", in.NodeId, err)
 	}
@@ -95,7 +95,7 @@ func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out 
 // in.NodeId: an orphan from birth, reclaimed at its last release unless
 // linkat gives it a name first.
 func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	ino, n, oi, err := f.tmpfile(in.NodeId, syscall.S_IFREG|in.Mode&0o7777, in.Caller)
+	ino, n, oi, err := f.tmpfile(in.NodeId, syscall.S_IFREG|in.Mode&0o7777, in.Umask, in.Caller)
 	if err != nil {
 		return f.errno("tmpfile", in.NodeId, err)
 	}
@@ -105,11 +105,15 @@ func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Create
 	return fuse.OK
 }
 
-func (f *FS) tmpfile(parent uint64, mode uint32, caller fuse.Caller) (uint64, inode, *openInode, error) {
+func (f *FS) tmpfile(parent uint64, mode, umask uint32, caller fuse.Caller) (uint64, inode, *openInode, error) {
 	if err := f.writable(); err != nil {
 		return 0, inode{}, nil, err
 	}
 	p, err := f.getDir(parent)
+	if err != nil {
+		return 0, inode{}, nil, err
+	}
+	mode, access, dflt, err := f.newInodeACL(parent, &p, mode, umask)
 	if err != nil {
 		return 0, inode{}, nil, err
 	}
@@ -126,6 +130,7 @@ func (f *FS) tmpfile(parent uint64, mode uint32, caller fuse.Caller) (uint64, in
 	h := f.locks.lock(ino)
 	defer h.unlock()
 	b := lsm.NewBatch()
+	putNewInodeACL(b, ino, &n, access, dflt)
 	putInode(b, ino, &n)
 	b.Set(orphanKey(ino), nil)
 	if err := f.db.Apply(b, false); err != nil {

@@ -24,8 +24,8 @@ const (
 const maxXattrValue = 64 << 10
 
 // checkXattrName accepts the user, trusted and security namespaces. POSIX
-// ACLs (system.posix_acl_*) are refused with EOPNOTSUPP, as on a filesystem
-// mounted without ACL support: the kernel would not enforce them.
+// ACLs (system.posix_acl_*) are set through setACL; other system.* names
+// are refused with EOPNOTSUPP.
 func checkXattrName(name string) error {
 	if name == "" || len(name) > maxNameLen {
 		return syscall.ERANGE
@@ -93,12 +93,23 @@ func (f *FS) ListXAttr(cancel <-chan struct{}, header *fuse.InHeader, dest []byt
 // SetXAttr creates or replaces an xattr (XATTR_CREATE: EEXIST if present;
 // XATTR_REPLACE: ENODATA if absent).
 func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	return f.errno("setxattr", in.NodeId, f.setXattr(in.NodeId, attr, data, in.Flags))
+	return f.errno("setxattr", in.NodeId, f.setXattr(in.NodeId, attr, data, in.Flags, in.SetXAttrFlags))
 }
 
-func (f *FS) setXattr(ino uint64, name string, value []byte, flags uint32) error {
+func (f *FS) setXattr(ino uint64, name string, value []byte, flags, extFlags uint32) error {
 	if err := f.writable(); err != nil {
 		return err
+	}
+	if isACLName(name) {
+		if !f.aclEnabled() {
+			// As on a filesystem mounted without ACL support: the
+			// kernel would not enforce them.
+			return syscall.EOPNOTSUPP
+		}
+		if flags&^(xattrCreate|xattrReplace) != 0 {
+			return syscall.EINVAL
+		}
+		return f.setACL(ino, name, value, flags, extFlags&fuse.SETXATTR_ACL_KILL_SGID != 0)
 	}
 	if err := checkXattrName(name); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-
 )
 
 // Default values of Options. Kernel caching can be long because lsmfs is the

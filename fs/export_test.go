@@ -1,0 +1,31 @@
+package fs
+
+import (
+	"bytes"
+	"testing"
+)
+
+// EnableACL turns POSIX ACL support on as if the kernel had negotiated
+// FUSE_POSIX_ACL at Init, for tests that drive an FS without a kernel.
+func (f *FS) EnableACL() { f.acl.Store(true) }
+
+// CheckACLRoundTrip decodes v as an ACL xattr; what decodes must encode to
+// v again and stay valid through chmod and createMasq.
+func CheckACLRoundTrip(t *testing.T, v []byte) {
+	a, err := parseACL(v)
+	if err != nil || a == nil {
+		return
+	}
+	if got := a.encode(); !bytes.Equal(got, v) {
+		t.Fatalf("parse/encode: %x became %x", v, got)
+	}
+	c := a.clone()
+	c.chmod(0o751)
+	if !c.valid() {
+		t.Fatalf("chmod made %x invalid: %x", v, c.encode())
+	}
+	c = a.clone()
+	if mode, _ := c.createMasq(0o100666); mode&^0o777 != 0o100000 || !c.valid() {
+		t.Fatalf("createMasq of %x: mode %#o, acl %x", v, mode, c.encode())
+	}
+}
