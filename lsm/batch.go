@@ -22,6 +22,9 @@ type Batch struct {
 	count uint32
 	// memSize is an upper bound on the memtable bytes the batch needs.
 	memSize uint64
+	// maxValue is the largest Set value, to tell whether value separation
+	// has work to do.
+	maxValue int
 }
 
 // batchVersion is part of the on-disk format; never change it.
@@ -50,6 +53,9 @@ func (b *Batch) add(kind base.Kind, key, value []byte, hasValue bool) {
 	}
 	b.count++
 	b.memSize += uint64(len(key) + len(value) + memEntryOverhead)
+	if kind == base.KindSet && len(value) > b.maxValue {
+		b.maxValue = len(value)
+	}
 }
 
 // Set writes key=value. The batch copies both.
@@ -60,6 +66,10 @@ func (b *Batch) Delete(key []byte) { b.add(base.KindDelete, key, nil, false) }
 
 // DeleteRange removes every key k with start <= k < end, in one entry.
 func (b *Batch) DeleteRange(start, end []byte) { b.add(base.KindRangeDelete, start, end, true) }
+
+// setPointer writes key as a value-log pointer (engine-internal: the value
+// log cleaner and value separation).
+func (b *Batch) setPointer(key, ptr []byte) { b.add(base.KindValuePointer, key, ptr, true) }
 
 // Count is the number of entries.
 func (b *Batch) Count() int { return int(b.count) }
@@ -75,6 +85,7 @@ func (b *Batch) Reset() {
 	b.repr = b.repr[:0]
 	b.count = 0
 	b.memSize = 0
+	b.maxValue = 0
 }
 
 // setSeq stamps the first sequence number and the count into the header.
@@ -129,7 +140,7 @@ func (r *batchReader) next() (e batchEntry, ok bool, err error) {
 	r.data = r.data[1:]
 	var hasValue bool
 	switch e.kind {
-	case base.KindSet, base.KindRangeDelete:
+	case base.KindSet, base.KindRangeDelete, base.KindValuePointer:
 		hasValue = true
 	case base.KindDelete:
 	default:

@@ -274,9 +274,11 @@ func (d *DB) runCompaction(c *compaction) error {
 		e.Added = append(e.Added, manifest.NewFile{Level: c.outputLevel, Meta: f})
 	}
 	d.mu.Lock()
+	d.addVlogEditLocked(e, ci.drops)
 	err = d.mu.versions.logAndApply(e)
 	if err == nil {
 		d.updateReadStateLocked()
+		d.maybeScheduleCleanLocked()
 	}
 	d.mu.Unlock()
 	if err != nil {

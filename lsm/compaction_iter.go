@@ -33,10 +33,12 @@ type compactionIter struct {
 	err      error
 
 	dropped uint64 // entries dropped, for metrics
+	// drops counts the value-log bytes of dropped pointer entries.
+	drops dropAccount
 }
 
 func newCompactionIter(iter *mergingIter, snapshots []base.SeqNum, tombs []base.RangeTombstone, elide bool) *compactionIter {
-	return &compactionIter{iter: iter, snapshots: snapshots, tombs: tombs, elide: elide}
+	return &compactionIter{iter: iter, snapshots: snapshots, tombs: tombs, elide: elide, drops: dropAccount{}}
 }
 
 func (c *compactionIter) stripe(seq base.SeqNum) int {
@@ -77,18 +79,18 @@ func (c *compactionIter) next() bool {
 		}
 		st := c.stripe(k.Seq())
 		if st == c.lastStrp {
-			c.dropped++
+			c.drop(k, m.Value())
 			m.Next()
 			continue
 		}
 		c.lastStrp = st
 		if c.coveredInStripe(k.UserKey, k.Seq(), st) {
-			c.dropped++
+			c.drop(k, m.Value())
 			m.Next()
 			continue
 		}
 		if c.elide && st == 0 && k.Kind() == base.KindDelete {
-			c.dropped++
+			c.drop(k, nil)
 			m.Next()
 			continue
 		}
@@ -101,6 +103,11 @@ func (c *compactionIter) next() bool {
 	c.err = m.Error()
 	c.valid = false
 	return false
+}
+
+func (c *compactionIter) drop(k base.InternalKey, v []byte) {
+	c.dropped++
+	c.drops.note(k, v)
 }
 
 // outputTombstones returns the fragmented tombstones to write: in each

@@ -163,3 +163,40 @@ func TestCorruption(t *testing.T) {
 		t.Logf("%s (%d bytes): %d flips, %d reported as corruption, the rest read back correctly", name, size, len(positions), detected)
 	}
 }
+
+// TestFailedOpenWritesNothing: an Open that fails on a damaged table or an
+// unformatted directory leaves every file as it was.
+func TestFailedOpenWritesNothing(t *testing.T) {
+	snapshot := func(fs *vfs.MemFS) string { return fs.String() }
+
+	empty := vfs.NewMem()
+	empty.MkdirAll("/x")
+	before := snapshot(empty)
+	if _, err := lsm.Open("/x", &lsm.Options{FS: empty}); !errors.Is(err, lsm.ErrNotFormatted) {
+		t.Fatalf("open of an empty directory: %v", err)
+	}
+	if after := snapshot(empty); after != before {
+		t.Fatalf("open of an empty directory changed it:\n%s", after)
+	}
+
+	base, opts, _ := populated(t)
+	fs := base.CrashClone()
+	names, _ := fs.List("/db")
+	var table string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".sst") {
+			table = "/db/" + n
+		}
+	}
+	fi, _ := fs.Stat(table)
+	flipByte(t, fs, table, fi.Size()-10, 0xff) // the footer's magic
+	before = snapshot(fs)
+	o := *opts
+	o.FS = fs
+	if _, err := lsm.Open("/db", &o); !errors.Is(err, lsm.ErrCorrupt) {
+		t.Fatalf("open with a damaged table: %v", err)
+	}
+	if after := snapshot(fs); after != before {
+		t.Fatalf("a failed open changed the directory:\nbefore\n%s\nafter\n%s", before, after)
+	}
+}

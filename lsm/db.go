@@ -10,8 +10,10 @@ import (
 	"github.com/lsmfs/lsmfs/blockcache"
 	"github.com/lsmfs/lsmfs/journal"
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
 	"github.com/lsmfs/lsmfs/lsm/internal/memtable"
 	"github.com/lsmfs/lsmfs/lsm/internal/sstable"
+	"github.com/lsmfs/lsmfs/lsm/internal/vlog"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
@@ -56,6 +58,15 @@ type DB struct {
 		memCompacting  bool
 		// dupShare is the adaptive policy's last measured duplicate share.
 		dupShare float64
+		// Value log: seals and discards not yet in a manifest edit, cleaner
+		// state, cleaned segments waiting for old readers (by the sequence
+		// number of their rewrite), and the sequence numbers open iterators
+		// read at.
+		pendingSeals   []manifest.VlogSegment
+		pendingDiscard map[uint64]uint64
+		cleaning       bool
+		zombies        map[uint64]base.SeqNum
+		iterSeqs       map[base.SeqNum]int
 		// compactPointer[l] is where the next size-triggered compaction of
 		// level l starts (round robin over the key space).
 		compactPointer [numLevels][]byte
@@ -69,6 +80,18 @@ type DB struct {
 	readState struct {
 		sync.RWMutex
 		val *readState
+	}
+
+	// Value log (nil writer: values stay inline).
+	vlogW *vlog.Writer
+	vlogR *vlog.Reader
+	// vlogActive is the active segment's number.
+	vlogActive atomic.Uint64
+	// vlogGone lists segments the cleaner removed in this process, so that a
+	// read racing with a removal can be retried.
+	vlogGone struct {
+		sync.RWMutex
+		m map[uint64]bool
 	}
 
 	bg sync.WaitGroup // background goroutines
@@ -163,13 +186,41 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 		d.commit.Unlock()
 		return err
 	}
+	userBytes := uint64(b.Len())
+	if d.vlogW != nil && b.maxValue >= d.opts.ValueThreshold {
+		sep, err := d.separateValues(b)
+		if err != nil {
+			d.commit.Unlock()
+			d.setBackgroundError(err)
+			return fmt.Errorf("apply batch: %w", err)
+		}
+		b = sep
+	}
+	c, err := d.applyLocked(b, sync)
+	d.commit.Unlock()
+	d.metrics.userBytes.Add(userBytes)
+	if err != nil {
+		return err
+	}
+	if sync {
+		if err := c.Wait(); err != nil {
+			d.setBackgroundError(err)
+			return fmt.Errorf("apply batch: sync journal: %w", err)
+		}
+	}
+	return nil
+}
+
+// applyLocked stamps the batch with sequence numbers, enqueues it in the
+// journal and inserts it into the active memtable. d.commit is held and
+// room was made (waitForRoomLocked).
+func (d *DB) applyLocked(b *Batch, sync bool) (*journal.Commit, error) {
 	seq := d.commit.lastSeq + 1
 	b.setSeq(seq)
 	c, err := d.wal.Enqueue([][]byte{b.repr}, sync)
 	if err != nil {
-		d.commit.Unlock()
 		d.setBackgroundError(err)
-		return fmt.Errorf("apply batch seq=%d: %w", seq, err)
+		return nil, fmt.Errorf("apply batch seq=%d: %w", seq, err)
 	}
 	mem := d.mutableForWrite(b.memSize)
 	err = applyBatchToMemtable(mem, b.repr)
@@ -180,21 +231,13 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 		d.visibleSeq.Store(d.commit.lastSeq)
 	}
 	mem.writers.Done()
-	d.commit.Unlock()
-	d.metrics.userBytes.Add(uint64(b.Len()))
 	if err != nil {
 		// The batch is in the journal but not in memory: nothing may be
 		// written after it.
 		d.setBackgroundError(err)
-		return err
+		return nil, err
 	}
-	if sync {
-		if err := c.Wait(); err != nil {
-			d.setBackgroundError(err)
-			return fmt.Errorf("apply batch seq=%d: sync journal: %w", seq, err)
-		}
-	}
-	return nil
+	return c, nil
 }
 
 func (d *DB) maxBatchBytes() uint64 {
@@ -305,32 +348,54 @@ func (d *DB) setBackgroundError(err error) {
 
 // Get returns a copy of the value of key, or ErrNotFound.
 func (d *DB) Get(key []byte) ([]byte, error) {
-	return d.getAt(key, d.visibleSeq.Load())
+	v, err := d.getAt(key, d.visibleSeq.Load())
+	if errors.Is(err, errSegmentGone) {
+		// The value moved while we read it: read the current version.
+		v, err = d.getAt(key, d.visibleSeq.Load())
+	}
+	return v, err
 }
 
 func (d *DB) getAt(key []byte, snap base.SeqNum) ([]byte, error) {
-	rs := d.loadReadState()
-	defer rs.unref()
-	if rs.version == nil {
-		return nil, ErrClosed
+	kind, raw, found, err := d.getInternal(key, snap)
+	if err != nil {
+		return nil, err
 	}
-	var maxTomb base.SeqNum
-	found := func(k base.InternalKey, v []byte) ([]byte, error) {
-		if k.Kind() == base.KindDelete || k.Seq() < maxTomb {
-			return nil, ErrNotFound
-		}
-		out, err := d.resolveValue(k, v)
+	if !found {
+		return nil, ErrNotFound
+	}
+	if kind == base.KindValuePointer {
+		v, err := d.readPointer(raw)
 		if err != nil {
 			return nil, err
 		}
-		return append([]byte(nil), out...), nil
+		return append([]byte(nil), v...), nil
+	}
+	return raw, nil
+}
+
+// getInternal returns the kind and a copy of the stored value of the
+// newest live entry for key at snap (a pointer entry's value is the
+// pointer). found is false for a missing or deleted key.
+func (d *DB) getInternal(key []byte, snap base.SeqNum) (kind base.Kind, raw []byte, found bool, err error) {
+	rs := d.loadReadState()
+	defer rs.unref()
+	if rs.version == nil {
+		return 0, nil, false, ErrClosed
+	}
+	var maxTomb base.SeqNum
+	result := func(k base.InternalKey, v []byte) (base.Kind, []byte, bool, error) {
+		if k.Kind() == base.KindDelete || k.Seq() < maxTomb {
+			return 0, nil, false, nil
+		}
+		return k.Kind(), append([]byte(nil), v...), true, nil
 	}
 	for _, m := range rs.memtables {
 		if t := maxCovering(m.Tombstones(), key, snap); t > maxTomb {
 			maxTomb = t
 		}
 		if k, v, ok := m.Get(key, snap); ok {
-			return found(k, v)
+			return result(k, v)
 		}
 	}
 	v := rs.version
@@ -342,12 +407,12 @@ func (d *DB) getAt(key []byte, snap base.SeqNum) ([]byte, error) {
 		}
 		k, val, ok, release, err := d.getFromTable(f, key, snap, &maxTomb)
 		if err != nil {
-			return nil, err
+			return 0, nil, false, err
 		}
 		if ok {
-			out, err := found(k, val)
+			a, b, c, e := result(k, val)
 			release()
-			return out, err
+			return a, b, c, e
 		}
 	}
 	for l := 1; l < numLevels; l++ {
@@ -358,15 +423,15 @@ func (d *DB) getAt(key []byte, snap base.SeqNum) ([]byte, error) {
 		}
 		k, val, ok, release, err := d.getFromTable(files[i], key, snap, &maxTomb)
 		if err != nil {
-			return nil, err
+			return 0, nil, false, err
 		}
 		if ok {
-			out, err := found(k, val)
+			a, b, c, e := result(k, val)
 			release()
-			return out, err
+			return a, b, c, e
 		}
 	}
-	return nil, ErrNotFound
+	return 0, nil, false, nil
 }
 
 // getFromTable looks key up in one table: it raises *maxTomb by the table's
@@ -404,22 +469,34 @@ func (d *DB) getFromTable(f *tableMeta, key []byte, snap base.SeqNum, maxTomb *b
 }
 
 // resolveValue returns the value an entry stands for (following value-log
-// pointers). The result may alias v.
+// pointers). The result may alias v or the cache: do not modify it.
 func (d *DB) resolveValue(k base.InternalKey, v []byte) ([]byte, error) {
+	if k.Kind() == base.KindValuePointer {
+		return d.readPointer(v)
+	}
 	return v, nil
 }
 
 // NewIter returns an iterator over the current state.
 func (d *DB) NewIter(o *IterOptions) *Iterator {
-	return d.newIterAt(o, d.visibleSeq.Load())
+	if d.vlogR == nil {
+		return d.newIterAt(o, d.visibleSeq.Load(), false)
+	}
+	// Register the sequence number the iterator reads at, in the same
+	// critical section that reads it, so the cleaner keeps what it needs.
+	d.mu.Lock()
+	snap := d.visibleSeq.Load()
+	d.mu.iterSeqs[snap]++
+	d.mu.Unlock()
+	return d.newIterAt(o, snap, true)
 }
 
-func (d *DB) newIterAt(o *IterOptions, snap base.SeqNum) *Iterator {
+func (d *DB) newIterAt(o *IterOptions, snap base.SeqNum, registered bool) *Iterator {
 	if o == nil {
 		o = &IterOptions{}
 	}
 	rs := d.loadReadState()
-	it := &Iterator{db: d, rs: rs, snap: snap, lower: o.LowerBound, upper: o.UpperBound}
+	it := &Iterator{db: d, rs: rs, snap: snap, lower: o.LowerBound, upper: o.UpperBound, registered: registered}
 	if rs.version == nil {
 		it.err = ErrClosed
 		it.iter = newMergingIter(nil)

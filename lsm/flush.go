@@ -68,11 +68,19 @@ func (d *DB) flushQueued() error {
 	if err != nil {
 		return err
 	}
+	if d.vlogW != nil {
+		// The tables point into the value log: its bytes must be durable
+		// before the manifest makes the tables part of the tree.
+		if err := d.vlogW.Sync(); err != nil {
+			return err
+		}
+	}
 	e := &manifest.Edit{LastSeq: last.maxSeq, JournalLSN: last.lsn}
 	for _, f := range outputs {
 		e.Added = append(e.Added, manifest.NewFile{Level: 0, Meta: f})
 	}
 	d.mu.Lock()
+	d.addVlogEditLocked(e, c.drops)
 	if err := d.mu.versions.logAndApply(e); err != nil {
 		d.mu.Unlock()
 		return err
@@ -80,6 +88,7 @@ func (d *DB) flushQueued() error {
 	d.mu.mem.queue = d.mu.mem.queue[len(mems):]
 	d.updateReadStateLocked()
 	d.maybeScheduleCompactionLocked()
+	d.maybeScheduleCleanLocked()
 	d.mu.cond.Broadcast()
 	d.mu.Unlock()
 	d.metrics.flushes.Add(1)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/rangedel"
+	"github.com/lsmfs/lsmfs/lsm/internal/vlog"
 )
 
 // IterOptions bound an iterator. Nil bounds are open.
@@ -31,13 +32,21 @@ type Iterator struct {
 	key    []byte
 	value  []byte
 	valBuf []byte
-	valid  bool
+	// raw and rawKind are the current entry's stored value and kind; a
+	// pointer is resolved (read from the value log) only when Value asks.
+	raw      []byte
+	rawKind  base.Kind
+	resolved bool
+	valid    bool
 	// forward is the direction of the last move; the merging iterator is
 	// positioned on the entry after (forward) or before (backward) the
 	// current user key's versions.
 	forward bool
 	err     error
 	closed  bool
+	// registered: the iterator's sequence number is in DB.mu.iterSeqs,
+	// which keeps cleaned value-log segments it may read.
+	registered bool
 }
 
 func (it *Iterator) deleted(k base.InternalKey) bool {
@@ -76,12 +85,7 @@ func (it *Iterator) findNext() bool {
 			continue
 		}
 		it.key = append(it.key[:0], k.UserKey...)
-		v, err := it.db.resolveValue(k, m.Value())
-		if err != nil {
-			return it.fail(err)
-		}
-		it.value = v
-		it.valid = true
+		it.setRaw(k.Kind(), m.Value())
 		return true
 	}
 	if err := m.Error(); err != nil {
@@ -123,12 +127,7 @@ func (it *Iterator) findPrev() bool {
 		if !have || it.deleted(newest) {
 			continue
 		}
-		v, err := it.db.resolveValue(newest, it.valBuf)
-		if err != nil {
-			return it.fail(err)
-		}
-		it.value = v
-		it.valid = true
+		it.setRaw(newest.Kind(), it.valBuf)
 		return true
 	}
 	if err := m.Error(); err != nil {
@@ -213,14 +212,57 @@ func (it *Iterator) Prev() bool {
 	return it.findPrev()
 }
 
+func (it *Iterator) setRaw(kind base.Kind, raw []byte) {
+	it.rawKind, it.raw = kind, raw
+	it.resolved = false
+	it.value = nil
+	it.valid = true
+}
+
 // Valid reports whether the iterator is on a key.
 func (it *Iterator) Valid() bool { return it.valid }
 
 // Key returns the current key; valid until the next move.
 func (it *Iterator) Key() []byte { return it.key }
 
-// Value returns the current value; valid until the next move.
-func (it *Iterator) Value() []byte { return it.value }
+// Value returns the current value; valid until the next move. A value kept
+// in the value log is read here, not when the iterator moves; if that read
+// fails, Value returns nil and Error reports why.
+func (it *Iterator) Value() []byte {
+	if !it.valid {
+		return nil
+	}
+	if !it.resolved {
+		it.resolved = true
+		if it.rawKind == base.KindValuePointer {
+			v, err := it.db.readPointer(it.raw)
+			if err != nil {
+				if it.err == nil {
+					it.err = err
+				}
+				return nil
+			}
+			it.value = v
+		} else {
+			it.value = it.raw
+		}
+	}
+	return it.value
+}
+
+// ValueLen returns the current value's length without reading a value that
+// lives in the value log.
+func (it *Iterator) ValueLen() int {
+	if !it.valid {
+		return 0
+	}
+	if it.rawKind == base.KindValuePointer {
+		if p, err := vlog.DecodePointer(it.raw); err == nil {
+			return int(p.Len)
+		}
+	}
+	return len(it.raw)
+}
 
 // Error returns the first error met, if any.
 func (it *Iterator) Error() error { return it.err }
@@ -234,6 +276,14 @@ func (it *Iterator) Close() error {
 	it.valid = false
 	err := it.iter.Close()
 	it.rs.unref()
+	if it.registered {
+		d := it.db
+		d.mu.Lock()
+		if d.mu.iterSeqs[it.snap]--; d.mu.iterSeqs[it.snap] <= 0 {
+			delete(d.mu.iterSeqs, it.snap)
+		}
+		d.mu.Unlock()
+	}
 	if it.err != nil && !errors.Is(err, it.err) {
 		err = errors.Join(it.err, err)
 	}

@@ -218,6 +218,7 @@ func (d *DB) runMemCompaction(job *memCompaction, snapshots []base.SeqNum) {
 	}
 	miter := newMergingIter(iters)
 	var dropped uint64
+	var drops dropAccount
 	var outTombs []base.RangeTombstone
 	if job.merge {
 		c := newCompactionIter(miter, snapshots, fragment(tombs), false)
@@ -225,6 +226,7 @@ func (d *DB) runMemCompaction(job *memCompaction, snapshots []base.SeqNum) {
 			b.Add(c.key, c.value)
 		}
 		dropped = c.dropped
+		drops = c.drops
 		outTombs = c.outputTombstones()
 	} else {
 		for ok := miter.First(); ok; ok = miter.Next() {
@@ -278,6 +280,9 @@ func (d *DB) runMemCompaction(job *memCompaction, snapshots []base.SeqNum) {
 	if job.merge {
 		d.metrics.memMerges.Add(1)
 		d.metrics.memDropped.Add(dropped)
+		for seg, n := range drops {
+			d.mu.pendingDiscard[seg] += n
+		}
 	}
 	d.mu.cond.Broadcast()
 }

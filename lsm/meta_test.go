@@ -115,6 +115,9 @@ func randomOptions(rng *rand.Rand, fs vfs.FS) *lsm.Options {
 		AdaptiveThreshold:        []float64{0.05, 0.3, 0.9}[rng.IntN(3)],
 		Compaction:               []lsm.CompactionStyle{lsm.CompactionLeveled, lsm.CompactionTiered}[rng.IntN(2)],
 		TierRatio:                []float64{1, 2, 4}[rng.IntN(3)],
+		ValueThreshold:           pick(-1, 64, 512, 0),
+		VlogSegmentSize:          int64(pick(64<<10, 256<<10)),
+		VlogCleanThreshold:       []float64{0.3, 0.5, 0.9}[rng.IntN(3)],
 		MaxMemtables:             pick(2, 3, 4),
 		CacheSize:                int64(pick(-1, 1<<20, 8<<20)),
 		BlockSize:                pick(1<<10, 4<<10, 16<<10),
@@ -172,7 +175,7 @@ func runMeta(t *testing.T, seed uint64, nops int) {
 	if r.db != nil {
 		r.collect()
 	}
-	t.Logf("seed %d, policy %s, compaction %s: %v", seed, r.opts.MemtablePolicy, r.opts.Compaction, r.stats)
+	t.Logf("seed %d, policy %s, compaction %s, value threshold %d: %v", seed, r.opts.MemtablePolicy, r.opts.Compaction, r.opts.ValueThreshold, r.stats)
 }
 
 func (r *metaRun) logf(format string, args ...any) {
@@ -224,6 +227,12 @@ func (r *metaRun) step(i int) {
 		r.reopen()
 	case p < 82:
 		r.crash()
+	case p < 84:
+		r.stats["clean-vlog"]++
+		r.logf("clean value log")
+		if _, err := r.db.CleanValueLog(); err != nil {
+			r.fatalf("clean value log: %v", err)
+		}
 	case p < 88:
 		r.stats["sync"]++
 		r.logf("sync")
@@ -470,6 +479,8 @@ func (r *metaRun) collect() {
 	r.stats["m:flushes"] += int(m.Flushes)
 	r.stats["m:compactions"] += int(m.Compactions)
 	r.stats["m:moves"] += int(m.Moves)
+	r.stats["m:vlog-cleaned"] += int(m.Vlog.Cleaned)
+	r.stats["m:vlog-rewritten-kb"] += int(m.Vlog.Rewritten >> 10)
 }
 
 func (r *metaRun) closeSnaps() {

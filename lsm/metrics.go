@@ -23,6 +23,8 @@ type dbMetrics struct {
 	memCompactions  atomic.Uint64
 	memMerges       atomic.Uint64
 	memDropped      atomic.Uint64
+	vlogCleaned     atomic.Uint64
+	vlogRewritten   atomic.Uint64
 }
 
 // LevelMetrics describe one level.
@@ -62,6 +64,7 @@ type Metrics struct {
 	TableBytesRead       uint64
 	Cache                blockcache.Metrics
 	Journal              journal.Stats
+	Vlog                 VlogStats
 	BackgroundError      string
 }
 
@@ -115,6 +118,9 @@ func (d *DB) Metrics() Metrics {
 	}
 	d.mu.Lock()
 	m.DuplicateShare = d.mu.dupShare
+	if d.mu.versions != nil {
+		m.Vlog = d.vlogStatsLocked()
+	}
 	if d.mu.bgErr != nil {
 		m.BackgroundError = d.mu.bgErr.Error()
 	}
@@ -136,5 +142,7 @@ func (m *Metrics) String() string {
 		m.UserBytes, m.FlushBytes, m.CompactionBytes, m.CompactionBytesIn, m.WriteAmplification())
 	fmt.Fprintf(&b, "flushes %d, compactions %d, moves %d, stalls %d\n", m.Flushes, m.Compactions, m.Moves, m.WriteStalls)
 	fmt.Fprintf(&b, "bloom useful %d useless %d; table blocks read %d\n", m.BloomUseful, m.BloomUseless, m.TableBlocksRead)
+	fmt.Fprintf(&b, "value log: %d segments, %d bytes (%d live), cleaned %d, rewrote %d bytes, %d disk reads\n",
+		m.Vlog.Segments, m.Vlog.Bytes, m.Vlog.LiveBytes, m.Vlog.Cleaned, m.Vlog.Rewritten, m.Vlog.DiskReads)
 	return b.String()
 }

@@ -129,6 +129,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 	d := &DB{dirname: dir, opts: &o}
 	d.mu.cond.L = &d.mu.Mutex
 	d.mu.snapshots.init()
+	d.mu.pendingDiscard = map[uint64]uint64{}
+	d.mu.zombies = map[uint64]base.SeqNum{}
+	d.mu.iterSeqs = map[base.SeqNum]int{}
+	d.vlogGone.m = map[uint64]bool{}
 	ok := false
 	defer func() {
 		if !ok {
@@ -136,8 +140,13 @@ func Open(dir string, opts *Options) (*DB, error) {
 		}
 	}()
 
+	// Nothing is written until the engine's files are known good: a failed
+	// Open leaves the directory as it found it.
 	if _, err := o.FS.Stat(dir); err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	if _, err := o.FS.Stat(vfs.Join(dir, "CURRENT")); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open %s: no CURRENT file: %w", dir, ErrNotFormatted)
 	}
 	lock, err := o.FS.Lock(vfs.Join(dir, "LOCK"))
 	if err != nil {
@@ -171,13 +180,31 @@ func Open(dir string, opts *Options) (*DB, error) {
 		d.ownCache = true
 	}
 	d.tableCache = newTableCache(o.FS, dir, d.cache, &d.readStats, 10000)
+	// Check every table's footer, index, filter, tombstones and properties
+	// (their checksums) before anything is written.
+	for _, f := range vs.files {
+		_, release, err := d.tableCache.get(f.FileNum)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", dir, err)
+		}
+		release()
+	}
 
+	if err := d.openValueLog(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
 	if err := d.openJournal(); err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	d.mu.mem.mutable = d.newMemTable(0)
 	if err := d.replay(); err != nil {
 		return nil, fmt.Errorf("open %s: replay journal: %w", dir, err)
+	}
+
+	if !o.ReadOnly && o.ValueThreshold >= 0 {
+		if err := d.startValueLogWriter(); err != nil {
+			return nil, fmt.Errorf("open %s: %w", dir, err)
+		}
 	}
 
 	d.mu.Lock()
@@ -245,6 +272,7 @@ func (d *DB) openJournal() error {
 		OnPressure:         d.onJournalPressure,
 		Logger:             o.Logger,
 		ReadOnly:           o.ReadOnly,
+		BeforeForce:        d.beforeJournalForce,
 	})
 	if err != nil {
 		dev.Close()
@@ -300,6 +328,15 @@ func (d *DB) replay() error {
 		}
 	}
 	return nil
+}
+
+// beforeJournalForce forces the value log before the journal forces a
+// frame whose records may point into it (ordered mode).
+func (d *DB) beforeJournalForce() error {
+	if d.vlogW == nil {
+		return nil
+	}
+	return d.vlogW.Sync()
 }
 
 // onJournalPressure runs when the journal is half full: rotate so a flush
@@ -373,6 +410,11 @@ func (d *DB) Close() error {
 	}
 	d.mu.closing = true
 	d.mu.cond.Broadcast()
+	// The value-log cleaner takes the commit lock: let it see closing and
+	// stop first.
+	for d.mu.cleaning {
+		d.mu.cond.Wait()
+	}
 	d.mu.Unlock()
 
 	// No writer is inside the commit section after this.
@@ -390,7 +432,7 @@ func (d *DB) Close() error {
 			d.mu.cond.Wait()
 		}
 	}
-	for d.mu.compacting > 0 || d.mu.flushing || d.mu.memCompacting {
+	for d.mu.compacting > 0 || d.mu.flushing || d.mu.memCompacting || d.mu.cleaning {
 		d.mu.cond.Wait()
 	}
 	d.mu.closed = true
@@ -398,6 +440,21 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	d.bg.Wait()
 
+	if d.vlogW != nil {
+		// Seal the active segment, and record it, so the next open need
+		// not scan it.
+		err := d.vlogW.Close()
+		d.mu.Lock()
+		if err == nil && d.mu.bgErr == nil && len(d.mu.pendingSeals) > 0 {
+			e := &manifest.Edit{}
+			d.addVlogEditLocked(e, dropAccount{})
+			err = d.mu.versions.logAndApply(e)
+		}
+		d.mu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("close value log: %w", err))
+		}
+	}
 	if d.wal != nil {
 		if err := d.wal.Close(); err != nil && !errors.Is(err, journal.ErrClosed) {
 			errs = append(errs, fmt.Errorf("close journal: %w", err))
@@ -417,6 +474,9 @@ func (d *DB) Close() error {
 	}
 	d.purgeObsolete()
 	d.tableCache.close()
+	if d.vlogR != nil {
+		d.vlogR.Close()
+	}
 	if d.ownCache {
 		d.cache.Close()
 	}
@@ -436,6 +496,12 @@ func (d *DB) abandon() {
 	}
 	if d.tableCache != nil {
 		d.tableCache.close()
+	}
+	if d.vlogW != nil {
+		d.vlogW.Close()
+	}
+	if d.vlogR != nil {
+		d.vlogR.Close()
 	}
 	if d.ownCache && d.cache != nil {
 		d.cache.Close()

@@ -86,6 +86,17 @@ type Options struct {
 	MaxConcurrentCompactions int
 	// MaxManifestSize rotates the manifest when it grows past it. Default 4 MiB.
 	MaxManifestSize int64
+
+	// ValueThreshold is the size from which a value goes to the value log
+	// and the tree keeps a pointer. Default 4 KiB; negative keeps every
+	// value in the tree.
+	ValueThreshold int
+	// VlogSegmentSize is the size at which a value-log segment is sealed and
+	// a new one started. Default 64 MiB.
+	VlogSegmentSize int64
+	// VlogCleanThreshold: the background cleaner rewrites sealed segments
+	// whose live share fell below it. Default 0.5.
+	VlogCleanThreshold float64
 }
 
 // JournalOptions configure the write-ahead journal.
@@ -177,6 +188,15 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.MaxManifestSize == 0 {
 		o.MaxManifestSize = 4 << 20
 	}
+	if o.ValueThreshold == 0 {
+		o.ValueThreshold = 4 << 10
+	}
+	if o.VlogSegmentSize == 0 {
+		o.VlogSegmentSize = 64 << 20
+	}
+	if o.VlogCleanThreshold == 0 {
+		o.VlogCleanThreshold = 0.5
+	}
 	return o
 }
 
@@ -211,6 +231,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("lsm: max concurrent compactions %d < 1", o.MaxConcurrentCompactions)
 	case o.Journal.Size < 4<<20:
 		return fmt.Errorf("lsm: journal size %d < 4MiB", o.Journal.Size)
+	case o.ValueThreshold > 0 && o.ValueThreshold < 16:
+		return fmt.Errorf("lsm: value threshold %d < 16 (a pointer is about 16 bytes)", o.ValueThreshold)
+	case o.VlogSegmentSize < 64<<10:
+		return fmt.Errorf("lsm: value-log segment size %d < 64KiB", o.VlogSegmentSize)
+	case o.VlogCleanThreshold <= 0 || o.VlogCleanThreshold > 1:
+		return fmt.Errorf("lsm: value-log clean threshold %g out of range (0, 1]", o.VlogCleanThreshold)
 	case o.Journal.CommitInterval < 0:
 		return fmt.Errorf("lsm: negative commit interval %s", o.Journal.CommitInterval)
 	}
@@ -226,6 +252,7 @@ func (o *Options) String() string {
 	fmt.Fprintf(&b, "compaction=%s\ntier_ratio=%g\n", o.Compaction, o.TierRatio)
 	fmt.Fprintf(&b, "target_file_size=%d\nl0_trigger=%d\nl0_stop_writes=%d\nlbase_max_bytes=%d\nlevel_ratio=%d\ncompaction_concurrency=%d\n",
 		o.TargetFileSize, o.L0CompactionTrigger, o.L0StopWritesTrigger, o.LBaseMaxBytes, o.LevelMultiplier, o.MaxConcurrentCompactions)
+	fmt.Fprintf(&b, "value_threshold=%d\nvlog_segment_size=%d\nvlog_clean_threshold=%g\n", o.ValueThreshold, o.VlogSegmentSize, o.VlogCleanThreshold)
 	fmt.Fprintf(&b, "journal=%s\njournal_size=%d\ncommit_interval=%s\njournal_max_frame=%d\njournal_compression=%v\n",
 		o.Journal.Path, o.Journal.Size, o.Journal.CommitInterval, o.Journal.MaxFrameBytes, !o.Journal.DisableCompression)
 	return b.String()

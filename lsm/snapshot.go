@@ -64,7 +64,7 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 
 // NewIter returns an iterator over the snapshot.
 func (s *Snapshot) NewIter(o *IterOptions) *Iterator {
-	it := s.db.newIterAt(o, s.seq)
+	it := s.db.newIterAt(o, s.seq, false)
 	if s.closed && it.err == nil {
 		it.err = ErrClosed
 	}

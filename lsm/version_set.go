@@ -34,10 +34,19 @@ type versionSet struct {
 	lastSeq base.SeqNum
 	// journalLSN: journal records up to it are in tables.
 	journalLSN uint64
+
+	// vlog holds the sealed value-log segments and their discarded bytes.
+	vlog map[uint64]*vlogSegment
+}
+
+// vlogSegment is what the manifest knows of a sealed value-log segment.
+type vlogSegment struct {
+	size    uint64
+	discard uint64
 }
 
 func newVersionSet(fs vfs.FS, dirname string, logger *slog.Logger, maxManifestSize int64) *versionSet {
-	vs := &versionSet{fs: fs, dirname: dirname, logger: logger, maxManifestSize: maxManifestSize, files: map[uint64]*tableMeta{}}
+	vs := &versionSet{fs: fs, dirname: dirname, logger: logger, maxManifestSize: maxManifestSize, files: map[uint64]*tableMeta{}, vlog: map[uint64]*vlogSegment{}}
 	vs.current = &version{}
 	vs.current.refs.Store(1)
 	return vs
@@ -109,6 +118,21 @@ func (vs *versionSet) applyLocked(e *manifest.Edit) error {
 	if e.JournalLSN > vs.journalLSN {
 		vs.journalLSN = e.JournalLSN
 	}
+	for _, v := range e.VlogSealed {
+		if s := vs.vlog[v.Num]; s != nil {
+			s.size = v.Bytes
+		} else {
+			vs.vlog[v.Num] = &vlogSegment{size: v.Bytes}
+		}
+	}
+	for _, v := range e.VlogDiscard {
+		if s := vs.vlog[v.Num]; s != nil {
+			s.discard = min(s.size, s.discard+v.Bytes)
+		}
+	}
+	for _, n := range e.VlogDeleted {
+		delete(vs.vlog, n)
+	}
 	files := map[uint64]*tableMeta{}
 	for _, level := range nv.levels {
 		for _, f := range level {
@@ -163,6 +187,12 @@ func (vs *versionSet) snapshotEdit() *manifest.Edit {
 	for l, files := range vs.current.levels {
 		for _, f := range files {
 			e.Added = append(e.Added, manifest.NewFile{Level: l, Meta: f.FileMetadata})
+		}
+	}
+	for n, s := range vs.vlog {
+		e.VlogSealed = append(e.VlogSealed, manifest.VlogSegment{Num: n, Bytes: s.size})
+		if s.discard > 0 {
+			e.VlogDiscard = append(e.VlogDiscard, manifest.VlogSegment{Num: n, Bytes: s.discard})
 		}
 	}
 	return e

@@ -19,6 +19,9 @@ const (
 	tagDeleted     = 6
 	tagAdded       = 7
 	tagFormatVer   = 8
+	tagVlogSealed  = 9
+	tagVlogDiscard = 10
+	tagVlogDeleted = 11
 )
 
 // FormatVersion is the engine's on-disk format version, recorded in the
@@ -93,6 +96,20 @@ type Edit struct {
 	JournalLSN uint64
 	Deleted    []DeletedFile
 	Added      []NewFile
+
+	// Value log: segments sealed (with their final size), bytes of segments
+	// that no longer hold a live value (deltas), and segments removed by the
+	// cleaner.
+	VlogSealed  []VlogSegment
+	VlogDiscard []VlogSegment
+	VlogDeleted []uint64
+}
+
+// VlogSegment pairs a value-log segment with a byte count (its size, or a
+// discard delta).
+type VlogSegment struct {
+	Num   uint64
+	Bytes uint64
 }
 
 // ErrBadEdit is matched by errors decoding an edit.
@@ -130,6 +147,20 @@ func (e *Edit) Encode(dst []byte) []byte {
 		u(tagDeleted)
 		u(uint64(d.Level))
 		u(d.FileNum)
+	}
+	for _, v := range e.VlogSealed {
+		u(tagVlogSealed)
+		u(v.Num)
+		u(v.Bytes)
+	}
+	for _, v := range e.VlogDiscard {
+		u(tagVlogDiscard)
+		u(v.Num)
+		u(v.Bytes)
+	}
+	for _, n := range e.VlogDeleted {
+		u(tagVlogDeleted)
+		u(n)
 	}
 	for _, a := range e.Added {
 		m := a.Meta
@@ -220,6 +251,14 @@ func DecodeEdit(b []byte) (*Edit, error) {
 		case tagDeleted:
 			l := d.level()
 			e.Deleted = append(e.Deleted, DeletedFile{Level: l, FileNum: d.u()})
+		case tagVlogSealed:
+			n := d.u()
+			e.VlogSealed = append(e.VlogSealed, VlogSegment{Num: n, Bytes: d.u()})
+		case tagVlogDiscard:
+			n := d.u()
+			e.VlogDiscard = append(e.VlogDiscard, VlogSegment{Num: n, Bytes: d.u()})
+		case tagVlogDeleted:
+			e.VlogDeleted = append(e.VlogDeleted, d.u())
 		case tagAdded:
 			l := d.level()
 			m := &FileMetadata{}
@@ -271,6 +310,15 @@ func (e *Edit) String() string {
 	}
 	for _, a := range e.Added {
 		fmt.Fprintf(&b, "added: L%d %s\n", a.Level, a.Meta)
+	}
+	for _, v := range e.VlogSealed {
+		fmt.Fprintf(&b, "vlog-sealed: %06d %dB\n", v.Num, v.Bytes)
+	}
+	for _, v := range e.VlogDiscard {
+		fmt.Fprintf(&b, "vlog-discard: %06d +%dB\n", v.Num, v.Bytes)
+	}
+	for _, n := range e.VlogDeleted {
+		fmt.Fprintf(&b, "vlog-deleted: %06d\n", n)
 	}
 	return b.String()
 }

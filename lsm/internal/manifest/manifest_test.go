@@ -17,6 +17,7 @@ func sampleEdits() []*manifest.Edit {
 		{FormatVersion: manifest.FormatVersion, UUID: &id, JournalPath: &jp, NextFileNum: 7, LastSeq: 100, JournalLSN: 9},
 		{Added: []manifest.NewFile{{Level: 0, Meta: &manifest.FileMetadata{FileNum: 5, Size: 4096, Smallest: []byte("a"), Largest: []byte("m"), LargestExclusive: true, SmallestSeq: 1, LargestSeq: 50}}}},
 		{Deleted: []manifest.DeletedFile{{Level: 0, FileNum: 5}}, Added: []manifest.NewFile{{Level: 1, Meta: &manifest.FileMetadata{FileNum: 6, Size: 1, Smallest: []byte("a"), Largest: []byte("z"), SmallestSeq: 1, LargestSeq: 50}}}, NextFileNum: 8},
+		{VlogSealed: []manifest.VlogSegment{{Num: 3, Bytes: 64 << 20}}, VlogDiscard: []manifest.VlogSegment{{Num: 3, Bytes: 4096}}, VlogDeleted: []uint64{2}},
 	}
 }
 

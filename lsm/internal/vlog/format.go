@@ -26,6 +26,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // or do not decode.
 var ErrCorrupt = errors.New("vlog: corruption")
 
+var errBadHeader = fmt.Errorf("%w: bad segment header", ErrCorrupt)
+
 // Pointer locates a value in the log.
 type Pointer struct {
 	Segment uint64

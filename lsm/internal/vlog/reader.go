@@ -141,10 +141,10 @@ func Scan(fsys vfs.FS, dir string, seg uint64, size int64, fn func(Record) error
 
 func scanData(name string, seg uint64, data []byte, fn func(Record) error) error {
 	if len(data) < segHeaderLen || string(data[:len(segMagic)]) != segMagic || data[len(segMagic)] != segVersion {
-		return fmt.Errorf("%w: %s: bad segment header", ErrCorrupt, name)
+		return fmt.Errorf("%s: %w", name, errBadHeader)
 	}
 	if binary.LittleEndian.Uint64(data[len(segMagic)+1:]) != seg {
-		return fmt.Errorf("%w: %s: header names another segment", ErrCorrupt, name)
+		return fmt.Errorf("%s: %w: names another segment", name, errBadHeader)
 	}
 	for off := segHeaderLen; off < len(data); {
 		h, err := decodeRecordHeader(data[off:])
@@ -170,4 +170,26 @@ func scanData(name string, seg uint64, data []byte, fn func(Record) error) error
 		off += total
 	}
 	return nil
+}
+
+// ValidSize returns the length of segment seg's valid prefix: the header
+// and every record up to the first one that is cut short or fails a
+// checksum (the torn tail of a segment that was active at a crash; pointers
+// into it were never durable). A bad header is ErrCorrupt.
+func ValidSize(fsys vfs.FS, dir string, seg uint64) (int64, error) {
+	var end int64 = -1
+	err := Scan(fsys, dir, seg, 0, func(rec Record) error {
+		end = int64(rec.Ptr.Offset) + int64(rec.Ptr.Len)
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return 0, err
+	}
+	if end < 0 {
+		if errors.Is(err, errBadHeader) {
+			return 0, err
+		}
+		return int64(segHeaderLen), nil
+	}
+	return end, nil
 }

@@ -1,0 +1,495 @@
+package lsm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
+	"github.com/lsmfs/lsmfs/lsm/internal/vlog"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
+)
+
+// Value separation (package vlog): values of at least ValueThreshold bytes
+// are appended to value-log segments and the tree keeps a pointer. Ordering:
+// the value log is written (not yet forced) before the batch is enqueued in
+// the journal, and the journal's BeforeForce hook forces the value log
+// before every frame, so no durable frame points to bytes that are not.
+//
+// Space: compactions and in-memory merges that drop a pointer add its bytes
+// to its segment's discard count (persisted in manifest edits). The cleaner
+// picks sealed segments whose live share fell below VlogCleanThreshold,
+// rewrites their live values (a value is live when the newest version of its
+// key still points to it, checked under the commit lock) and removes the
+// segment once no snapshot or iterator older than the rewrite can read it.
+
+// openValueLog reconciles the segment files with the manifest and starts a
+// writer on a new segment. d.mu.versions is loaded; the DB is not shared.
+func (d *DB) openValueLog() error {
+	vs := d.mu.versions
+	d.vlogR = vlog.NewReader(d.opts.FS, d.dirname, d.cache)
+	names, err := d.opts.FS.List(d.dirname)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", d.dirname, err)
+	}
+	present := map[uint64]bool{}
+	var maxNum uint64
+	for _, name := range names {
+		num, ok := fileNum(name, ".vlog")
+		if !ok {
+			continue
+		}
+		present[num] = true
+		maxNum = max(maxNum, num)
+		if vs.vlog[num] != nil || d.opts.ReadOnly {
+			continue
+		}
+		// Active at the last close or crash: seal it at its valid prefix.
+		size, err := vlog.ValidSize(d.opts.FS, d.dirname, num)
+		if err != nil {
+			return fmt.Errorf("value log %s: %w", vlog.FileName(num), err)
+		}
+		vs.vlog[num] = &vlogSegment{size: uint64(size)}
+		d.mu.pendingSeals = append(d.mu.pendingSeals, manifest.VlogSegment{Num: num, Bytes: uint64(size)})
+	}
+	for num := range vs.vlog {
+		if !present[num] {
+			return base.Corruptf(vlog.FileName(num), -1, "value-log segment named by the manifest is missing")
+		}
+	}
+	// File numbers are shared by tables and segments (and key the block
+	// cache): never reuse one a segment has.
+	if vs.nextFileNum <= maxNum {
+		vs.nextFileNum = maxNum + 1
+	}
+	return nil
+}
+
+// startValueLogWriter starts a new active segment (the first write of
+// Open, after everything was checked).
+func (d *DB) startValueLogWriter() error {
+	var err error
+	d.vlogW, err = vlog.NewWriter(d.opts.FS, d.dirname, d.opts.VlogSegmentSize,
+		func() uint64 {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			n := d.mu.versions.newFileNum()
+			d.vlogActive.Store(n)
+			return n
+		},
+		func(seg uint64, size int64) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.mu.versions.vlog[seg] = &vlogSegment{size: uint64(size)}
+			d.mu.pendingSeals = append(d.mu.pendingSeals, manifest.VlogSegment{Num: seg, Bytes: uint64(size)})
+			d.maybeScheduleCleanLocked()
+		})
+	return err
+}
+
+// fileNum parses "NNNNNN<ext>".
+func fileNum(name, ext string) (uint64, bool) {
+	if !strings.HasSuffix(name, ext) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSuffix(name, ext), 10, 64)
+	return n, err == nil
+}
+
+// separateValues returns a copy of b whose large values went to the value
+// log; d.commit is held.
+func (d *DB) separateValues(b *Batch) (*Batch, error) {
+	b.setSeq(0) // stamps the count the reader needs
+	r, err := newBatchReader(b.repr)
+	if err != nil {
+		return nil, err
+	}
+	out := &Batch{}
+	var pbuf []byte
+	for {
+		e, ok, err := r.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if e.kind == base.KindSet && len(e.value) >= d.opts.ValueThreshold {
+			p, err := d.vlogW.Append(e.key, e.value)
+			if err != nil {
+				return nil, err
+			}
+			pbuf = p.Append(pbuf[:0])
+			out.setPointer(e.key, pbuf)
+			continue
+		}
+		out.add(e.kind, e.key, e.value, e.kind != base.KindDelete)
+	}
+	// Readers may follow the pointers as soon as the batch is visible.
+	if err := d.vlogW.Flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// errSegmentGone marks a read of a segment the cleaner removed: a Get that
+// raced with the removal retries at a newer sequence number.
+var errSegmentGone = errors.New("lsm: value-log segment was cleaned")
+
+// readPointer returns the value a pointer entry stands for.
+func (d *DB) readPointer(raw []byte) ([]byte, error) {
+	p, err := vlog.DecodePointer(raw)
+	if err != nil {
+		return nil, base.Corruptf("value pointer", -1, "%v", err)
+	}
+	v, err := d.vlogR.Read(p)
+	if err != nil {
+		d.vlogGone.RLock()
+		gone := d.vlogGone.m[p.Segment]
+		d.vlogGone.RUnlock()
+		if gone {
+			return nil, fmt.Errorf("read %s: %w", p, errSegmentGone)
+		}
+		if errors.Is(err, vlog.ErrCorrupt) {
+			return nil, base.Corruptf(vlog.FileName(p.Segment), int64(p.Offset), "%v", err)
+		}
+		return nil, err
+	}
+	return v, nil
+}
+
+// dropAccount accumulates the value-log bytes of dropped pointer entries,
+// per segment.
+type dropAccount map[uint64]uint64
+
+func (a dropAccount) note(k base.InternalKey, v []byte) {
+	if k.Kind() != base.KindValuePointer {
+		return
+	}
+	if p, err := vlog.DecodePointer(v); err == nil {
+		a[p.Segment] += uint64(p.Len)
+	}
+}
+
+// addVlogEditLocked adds the pending seals and the discards of a flush or
+// compaction (plus those of in-memory merges) to its edit. d.mu is held.
+func (d *DB) addVlogEditLocked(e *manifest.Edit, drops dropAccount) {
+	e.VlogSealed = append(e.VlogSealed, d.mu.pendingSeals...)
+	d.mu.pendingSeals = nil
+	for seg, n := range d.mu.pendingDiscard {
+		drops[seg] += n
+	}
+	clear(d.mu.pendingDiscard)
+	segs := make([]uint64, 0, len(drops))
+	for seg := range drops {
+		if d.mu.versions.vlog[seg] != nil {
+			segs = append(segs, seg)
+		}
+	}
+	slices.Sort(segs)
+	for _, seg := range segs {
+		e.VlogDiscard = append(e.VlogDiscard, manifest.VlogSegment{Num: seg, Bytes: drops[seg]})
+	}
+}
+
+// VlogStats describe the value log.
+type VlogStats struct {
+	Segments int
+	// Bytes is the size of the sealed segments; LiveBytes an estimate of
+	// what still holds live values (Bytes minus discards).
+	Bytes, LiveBytes uint64
+	// Cleaned counts segments removed by the cleaner; Rewritten the value
+	// bytes it moved.
+	Cleaned, Rewritten uint64
+	// DiskReads and DiskBytes count values read from segment files (cache
+	// misses).
+	DiskReads, DiskBytes uint64
+}
+
+func (d *DB) vlogStatsLocked() VlogStats {
+	var s VlogStats
+	for _, seg := range d.mu.versions.vlog {
+		s.Segments++
+		s.Bytes += seg.size
+		s.LiveBytes += seg.size - seg.discard
+	}
+	s.Cleaned = d.metrics.vlogCleaned.Load()
+	s.Rewritten = d.metrics.vlogRewritten.Load()
+	if d.vlogR != nil {
+		s.DiskReads = d.vlogR.DiskReads.Load()
+		s.DiskBytes = d.vlogR.DiskBytes.Load()
+	}
+	return s
+}
+
+// liveRatio estimates the share of a sealed segment that holds live values.
+func (s *vlogSegment) liveRatio() float64 {
+	if s.size == 0 {
+		return 0
+	}
+	return float64(s.size-s.discard) / float64(s.size)
+}
+
+// maybeScheduleCleanLocked starts the background cleaner when a sealed
+// segment's live share is below VlogCleanThreshold. d.mu is held.
+func (d *DB) maybeScheduleCleanLocked() {
+	if d.vlogW == nil || d.mu.cleaning || d.mu.closed || d.mu.closing || d.mu.bgErr != nil {
+		return
+	}
+	if len(d.pickCleanLocked(d.opts.VlogCleanThreshold, 1)) == 0 {
+		return
+	}
+	d.mu.cleaning = true
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		_, err := d.cleanValueLog(d.opts.VlogCleanThreshold, 4, true)
+		d.mu.Lock()
+		d.mu.cleaning = false
+		d.mu.cond.Broadcast()
+		d.mu.Unlock()
+		if err != nil && !errors.Is(err, ErrClosed) {
+			d.setBackgroundError(fmt.Errorf("value-log cleaner: %w", err))
+		}
+	}()
+}
+
+// pickCleanLocked returns up to n sealed segments whose live share is below
+// threshold, best first by the cost-benefit rule of log-structured file
+// systems: (1-u)*age/(1+u), with age the segment's rank from the newest.
+func (d *DB) pickCleanLocked(threshold float64, n int) []uint64 {
+	// Not vlogW.Active: this runs under the writer's lock when a roll
+	// seals a segment.
+	active := d.vlogActive.Load()
+	type cand struct {
+		seg   uint64
+		score float64
+	}
+	var cs []cand
+	for seg, s := range d.mu.versions.vlog {
+		if seg == active || d.mu.zombies[seg] != 0 {
+			continue
+		}
+		u := s.liveRatio()
+		if u >= threshold {
+			continue
+		}
+		age := float64(active - seg)
+		cs = append(cs, cand{seg, (1 - u) * age / (1 + u)})
+	}
+	slices.SortFunc(cs, func(a, b cand) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return int(a.seg) - int(b.seg)
+	})
+	var out []uint64
+	for i := 0; i < len(cs) && i < n; i++ {
+		out = append(out, cs[i].seg)
+	}
+	return out
+}
+
+// CleanValueLog rewrites the live values of every sealed value-log segment
+// that holds dead bytes and removes those segments (once no older snapshot
+// or iterator can read them). It returns the number of segments cleaned.
+func (d *DB) CleanValueLog() (int, error) {
+	if d.opts.ReadOnly {
+		return 0, ErrReadOnly
+	}
+	if d.vlogW == nil {
+		return 0, nil
+	}
+	d.mu.Lock()
+	for d.mu.cleaning {
+		d.mu.cond.Wait()
+	}
+	d.mu.cleaning = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.mu.cleaning = false
+		d.mu.cond.Broadcast()
+		d.mu.Unlock()
+	}()
+	return d.cleanValueLog(1, 1<<30, false)
+}
+
+// cleanValueLog cleans up to n segments with a live share below threshold.
+func (d *DB) cleanValueLog(threshold float64, n int, background bool) (int, error) {
+	d.mu.Lock()
+	segs := d.pickCleanLocked(threshold, n)
+	d.mu.Unlock()
+	cleaned := 0
+	for _, seg := range segs {
+		if err := d.checkOpen(); err != nil {
+			return cleaned, err
+		}
+		if err := d.cleanSegment(seg, background); err != nil {
+			return cleaned, err
+		}
+		cleaned++
+	}
+	if err := d.removeZombies(); err != nil {
+		return cleaned, err
+	}
+	return cleaned, nil
+}
+
+// cleanSegment moves seg's live values to the active segment and marks seg
+// for removal.
+func (d *DB) cleanSegment(seg uint64, background bool) error {
+	d.mu.Lock()
+	s := d.mu.versions.vlog[seg]
+	d.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	const chunk = 4 << 20
+	var pending []vlog.Record
+	var pendingBytes int
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		moved, err := d.rewriteLive(pending)
+		pending, pendingBytes = pending[:0], 0
+		if background && moved > 0 {
+			// Rate limit: about 64 MiB/s of rewriting.
+			time.Sleep(time.Duration(moved) * time.Second / (64 << 20))
+		}
+		return err
+	}
+	err := vlog.Scan(d.opts.FS, d.dirname, seg, int64(s.size), func(rec vlog.Record) error {
+		pending = append(pending, vlog.Record{Key: append([]byte(nil), rec.Key...), Value: append([]byte(nil), rec.Value...), Ptr: rec.Ptr})
+		pendingBytes += len(rec.Value)
+		if pendingBytes >= chunk {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("clean %s: %w", vlog.FileName(seg), err)
+	}
+	// The rewrites must be durable before the old copies may go.
+	if err := d.SyncJournal(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.mu.zombies[seg] = d.visibleSeq.Load()
+	d.mu.Unlock()
+	return nil
+}
+
+// rewriteLive appends the records whose key still points to them to the
+// active segment and points the keys at the copies, in one batch, under
+// the commit lock (so no writer can change a key between the check and the
+// rewrite). It returns the value bytes moved.
+func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
+	d.commit.Lock()
+	defer d.commit.Unlock()
+	var need uint64
+	for _, r := range recs {
+		need += uint64(len(r.Key)) + 32 + memEntryOverhead
+	}
+	if err := d.waitForRoomLocked(need); err != nil {
+		return 0, err
+	}
+	b := &Batch{}
+	moved := 0
+	var want, pbuf []byte
+	for _, r := range recs {
+		kind, raw, found, err := d.getInternal(r.Key, d.commit.lastSeq)
+		if err != nil {
+			return 0, err
+		}
+		want = r.Ptr.Append(want[:0])
+		if !found || kind != base.KindValuePointer || string(raw) != string(want) {
+			continue // overwritten or deleted: dead
+		}
+		p, err := d.vlogW.Append(r.Key, r.Value)
+		if err != nil {
+			return 0, err
+		}
+		pbuf = p.Append(pbuf[:0])
+		b.setPointer(r.Key, pbuf)
+		moved += len(r.Value)
+	}
+	if b.Empty() {
+		return 0, nil
+	}
+	if err := d.vlogW.Flush(); err != nil {
+		return 0, err
+	}
+	if _, err := d.applyLocked(b, false); err != nil {
+		return 0, err
+	}
+	d.metrics.vlogRewritten.Add(uint64(moved))
+	return moved, nil
+}
+
+// removeZombies removes cleaned segments that no open snapshot or iterator
+// older than the cleaning can still read.
+func (d *DB) removeZombies() error {
+	d.mu.Lock()
+	oldest := d.oldestReaderSeqLocked()
+	var ready []uint64
+	for seg, seq := range d.mu.zombies {
+		if oldest == 0 || oldest >= seq {
+			ready = append(ready, seg)
+		}
+	}
+	if len(ready) == 0 {
+		d.mu.Unlock()
+		return nil
+	}
+	slices.Sort(ready)
+	e := &manifest.Edit{VlogDeleted: ready}
+	err := d.mu.versions.logAndApply(e)
+	if err == nil {
+		for _, seg := range ready {
+			delete(d.mu.zombies, seg)
+		}
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, seg := range ready {
+		d.vlogGone.Lock()
+		d.vlogGone.m[seg] = true
+		d.vlogGone.Unlock()
+		d.vlogR.Forget(seg)
+		if err := d.opts.FS.Remove(vfs.Join(d.dirname, vlog.FileName(seg))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.opts.Logger.Warn("remove cleaned value-log segment", "file", vlog.FileName(seg), "err", err)
+		}
+		d.metrics.vlogCleaned.Add(1)
+	}
+	return nil
+}
+
+// oldestReaderSeqLocked is the smallest sequence number an open snapshot or
+// iterator reads at, or 0 if there is none. d.mu is held.
+func (d *DB) oldestReaderSeqLocked() base.SeqNum {
+	var oldest base.SeqNum
+	if s := d.mu.snapshots.seqs(); len(s) > 0 {
+		oldest = s[0]
+	}
+	for seq := range d.mu.iterSeqs {
+		if oldest == 0 || seq < oldest {
+			oldest = seq
+		}
+	}
+	return oldest
+}
