@@ -83,8 +83,8 @@ func wchar() uint64 {
 
 type result struct {
 	fill, readHit, readMiss, scan, update float64 // ops/s
-	wamp                                       float64
-	err                                        error
+	wamp                                  float64
+	err                                   error
 }
 
 func run(o opener) (res result) {
