@@ -38,6 +38,10 @@ type Config struct {
 	Compaction string
 	// TierRatio is the size ratio of tiered compaction. Default 2.
 	TierRatio float64
+	// ValueThreshold is the value size from which data goes to the value
+	// log. Default 4 KiB; negative: every value stays in the tree
+	// (value_threshold=0).
+	ValueThreshold int
 	// CommitInterval bounds how long an unsynced write stays in memory.
 	// Default 5s.
 	CommitInterval time.Duration
@@ -151,6 +155,12 @@ func (c *Config) String() string {
 	if c.TierRatio > 0 {
 		add("tier_ratio", strconv.FormatFloat(c.TierRatio, 'g', -1, 64))
 	}
+	switch {
+	case c.ValueThreshold < 0:
+		add("value_threshold", "0")
+	case c.ValueThreshold > 0:
+		add("value_threshold", FormatSize(int64(c.ValueThreshold)))
+	}
 	if c.CommitInterval > 0 {
 		add("commit_interval", c.CommitInterval.String())
 	}
@@ -219,6 +229,7 @@ func (c *Config) EngineOptions(logger *slog.Logger) *lsm.Options {
 		InMemoryFlushSize:        c.InMemoryFlushSize,
 		Compaction:               lsm.CompactionStyle(c.Compaction),
 		TierRatio:                c.TierRatio,
+		ValueThreshold:           c.ValueThreshold,
 		CacheSize:                c.CacheSize,
 		DisableCompression:       c.Compression == "none",
 		L0CompactionTrigger:      c.L0Trigger,

@@ -214,6 +214,26 @@ func optionTable() []option {
 			}),
 		},
 		{
+			OptionDoc: OptionDoc{Name: "value_threshold", Arg: "SIZE", Group: GroupLsmfs,
+				Default: FormatSize(int64(def.ValueThreshold)),
+				Usage:   "values (file data blocks) of at least SIZE go to the value log and the tree keeps a pointer; 0 keeps all data in the tree"},
+			apply: engineOption(func(c *Config, val string) error {
+				n, err := ParseSize(val)
+				if err != nil {
+					return err
+				}
+				switch {
+				case n == 0:
+					c.ValueThreshold = -1
+				case n < 16 || n > 64<<20:
+					return fmt.Errorf("bad size %q: want 0 or 16 bytes to 64M", val)
+				default:
+					c.ValueThreshold = int(n)
+				}
+				return nil
+			}),
+		},
+		{
 			OptionDoc: OptionDoc{Name: "tier_ratio", Arg: "R", Group: GroupLsmfs,
 				Default: strconv.FormatFloat(def.TierRatio, 'g', -1, 64),
 				Usage:   "tiered compaction: a sorted run joins a merge while its size is at most R times the runs before it (R >= 1)"},

@@ -26,6 +26,8 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"memtable_policy=eager,compaction=tiered,tier_ratio=1.5,inmemory_flush_size=4M"},
 			mount.Config{MemtablePolicy: "eager", Compaction: "tiered", TierRatio: 1.5, InMemoryFlushSize: 4 << 20}},
 		{[]string{"memtable_policy=adaptive,compaction=leveled"}, mount.Config{MemtablePolicy: "adaptive", Compaction: "leveled"}},
+		{[]string{"value_threshold=8K"}, mount.Config{ValueThreshold: 8 << 10}},
+		{[]string{"value_threshold=0"}, mount.Config{ValueThreshold: -1}},
 		{[]string{"compression=none,l0_trigger=8,level_ratio=4,compaction_concurrency=2"},
 			mount.Config{Compression: "none", L0Trigger: 8, LevelRatio: 4, CompactionConcurrency: 2}},
 		{[]string{"ro,allow_other,debug,log=/var/log/lsmfs.log,writeback_cache"},
