@@ -55,8 +55,12 @@ type env struct {
 
 var testUUID = [16]byte{'l', 's', 'm', 'f', 's', '-', 't', 'e', 's', 't'}
 
+// engineOptions: small memtables and journal, no cache, and value
+// separation from 64 bytes (with small segments), so that most file data
+// takes the value-log path in every fs test, the crash test included.
 func engineOptions(mem *vfs.MemFS) *lsm.Options {
 	return &lsm.Options{FS: mem, UUID: testUUID, MemtableSize: 4 << 20, CacheSize: -1,
+		ValueThreshold: 64, VlogSegmentSize: 256 << 10,
 		Journal: lsm.JournalOptions{Size: 4 << 20}}
 }
 

@@ -68,13 +68,13 @@ type Metrics struct {
 	BackgroundError      string
 }
 
-// WriteAmplification is bytes written to disk (journal, flushes,
-// compactions) per user byte.
+// WriteAmplification is bytes written to disk (journal, value log,
+// flushes, compactions) per user byte.
 func (m *Metrics) WriteAmplification() float64 {
 	if m.UserBytes == 0 {
 		return 0
 	}
-	disk := m.Journal.DeviceBytes + m.FlushBytes + m.CompactionBytes
+	disk := m.Journal.DeviceBytes + m.Vlog.BytesWritten + m.FlushBytes + m.CompactionBytes
 	return float64(disk) / float64(m.UserBytes)
 }
 

@@ -209,6 +209,8 @@ type VlogStats struct {
 	// DiskReads and DiskBytes count values read from segment files (cache
 	// misses).
 	DiskReads, DiskBytes uint64
+	// BytesWritten counts bytes written to segments since open.
+	BytesWritten uint64
 }
 
 func (d *DB) vlogStatsLocked() VlogStats {
@@ -223,6 +225,9 @@ func (d *DB) vlogStatsLocked() VlogStats {
 	if d.vlogR != nil {
 		s.DiskReads = d.vlogR.DiskReads.Load()
 		s.DiskBytes = d.vlogR.DiskBytes.Load()
+	}
+	if d.vlogW != nil {
+		s.BytesWritten = d.vlogW.BytesWritten.Load()
 	}
 	return s
 }

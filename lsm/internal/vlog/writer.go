@@ -3,6 +3,7 @@ package vlog
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
@@ -19,6 +20,9 @@ type Writer struct {
 	// newSegment allocates a segment number and is told when one is sealed.
 	newSegment func() uint64
 	onSeal     func(seg uint64, size int64)
+
+	// BytesWritten counts bytes written to segment files.
+	BytesWritten atomic.Uint64
 
 	mu struct {
 		sync.Mutex
@@ -125,6 +129,7 @@ func (w *Writer) flushLocked() error {
 		return w.mu.err
 	}
 	w.mu.written += int64(len(w.mu.buf))
+	w.BytesWritten.Add(uint64(len(w.mu.buf)))
 	w.mu.buf = w.mu.buf[:0]
 	return nil
 }
