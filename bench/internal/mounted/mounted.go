@@ -99,7 +99,9 @@ func (d *Daemon) Unmount() error {
 }
 
 // IO returns the daemon's /proc/PID/io field (e.g. "write_bytes").
-func (d *Daemon) IO(field string) uint64 { return procField(fmt.Sprintf("/proc/%d/io", d.PID()), field+":") }
+func (d *Daemon) IO(field string) uint64 {
+	return procField(fmt.Sprintf("/proc/%d/io", d.PID()), field+":")
+}
 
 // PeakRSS returns the daemon's peak resident set size in bytes.
 func (d *Daemon) PeakRSS() uint64 {
