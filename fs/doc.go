@@ -69,6 +69,19 @@
 // mtime and ctime with its entries.
 // Access times are not updated by reads (noatime), only by utimens.
 //
+// # Locks, mappings, ACLs
+//
+// lsmfs implements no GETLK/SETLK/SETLKW and does not ask for
+// FUSE_POSIX_LOCKS or FUSE_FLOCK_LOCKS, so the kernel keeps flock(2), POSIX
+// record and OFD locks itself, on its inode for the file. That is exact for
+// a filesystem that only one kernel serves: every process using the mount
+// sees every lock (tests/locks_test.go). Mappings go through the kernel's
+// page cache (FOPEN_KEEP_CACHE): shared writable mappings are written back
+// as WRITE requests, and the kernel writes dirty pages back or drops cached
+// pages around truncation, fallocate and copy_file_range, so mappings and
+// read/write agree (tests/mmap_test.go, tests/fsx_test.go). POSIX ACLs are
+// served when the kernel negotiates FUSE_POSIX_ACL (node_acl.go).
+//
 // # Concurrency
 //
 // Every FS method is safe for concurrent use. There is no global lock per

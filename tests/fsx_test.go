@@ -19,10 +19,22 @@ import (
 // byte-for-byte against an in-memory model, the whole file compared every
 // few hundred operations, and a remount in the middle. A few thousand
 // operations by default, 100,000 with LSMFS_LONG=1; LSMFS_SEED replays a
-// run. A failure prints the last operations.
+// run. A failure prints the last operations. It runs with the default
+// mount options and again with the kernel's writeback cache, which moves
+// size and time keeping and write gathering into the kernel.
 func TestFsx(t *testing.T) {
-	f := newFS(t, fsOptions{})
 	seed := testSeed(t)
+	for _, opts := range []string{"", "writeback_cache"} {
+		name := opts
+		if name == "" {
+			name = "default"
+		}
+		t.Run(name, func(t *testing.T) { runFsx(t, opts, seed) })
+	}
+}
+
+func runFsx(t *testing.T, mountOpts string, seed uint64) {
+	f := newFS(t, fsOptions{mountOpts: mountOpts})
 	ops := 3000
 	if long() {
 		ops = 100_000
