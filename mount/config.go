@@ -58,6 +58,9 @@ type Config struct {
 	LogFile string
 	// Debug traces FUSE operations and logs at debug level. Default off.
 	Debug bool
+	// Metrics is the host:port on which the daemon serves Prometheus
+	// metrics (port 0: any free port). Default "": no metrics endpoint.
+	Metrics string
 
 	// AllowOther lets other users access the mount. Default off.
 	AllowOther bool
@@ -177,6 +180,7 @@ func (c *Config) String() string {
 		add("compaction_concurrency", strconv.Itoa(c.CompactionConcurrency))
 	}
 	add("log", c.LogFile)
+	add("metrics", c.Metrics)
 	if c.Debug {
 		opts = append(opts, "debug")
 	}

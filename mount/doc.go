@@ -31,6 +31,19 @@
 // lsm.DB.Close (journal forced). Nothing in this package calls os.Exit or
 // installs signal handlers: cmd/lsmfs maps signals to ctx cancellation.
 //
+// # Operating a mount
+//
+// Mount wraps the filesystem's fuse.RawFileSystem in a thin counting layer
+// (opstats.go: per-operation counts, errors and latency histograms) and,
+// once the kernel serves the mount, listens on the control socket
+// DATADIR/lsmfs.sock (control.go: HTTP over a unix socket, mode 0600, peers
+// checked with SO_PEERCRED) for `lsmfs stats` (Stats, stats.go), `lsmfs
+// compact` (Compact, compact.go) and the Prometheus exposition, which
+// metrics=HOST:PORT also serves on TCP (metrics.go). Control (the client) and
+// Resolve (mount point or data directory to data directory) are what
+// cmd/lsmfs uses. At unmount the socket goes first, then the filesystem and
+// the engine are closed.
+//
 // # Concurrency
 //
 // ParseOptions, Format and Mount are safe to call concurrently on different

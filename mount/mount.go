@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -26,6 +29,27 @@ type Mounted struct {
 	db         *lsm.DB
 	fsys       *fs.FS
 	srv        *fuse.Server
+	cfg        Config
+	engineOpts *lsm.Options
+	fuseOpts   []string
+	ops        *opCounters
+	started    time.Time
+
+	// metricsAddr is where metrics= listens ("" without it).
+	metricsAddr string
+	// metrics serves the Prometheus exposition (on metrics= and the
+	// control socket).
+	metrics http.Handler
+
+	// servers holds the stop functions of the control socket and metrics
+	// servers; once closing is set (the mount is gone), a server added
+	// late is stopped at once.
+	servers struct {
+		sync.Mutex
+		stops   []func()
+		closing bool
+	}
+	compactMu sync.Mutex // one Compact at a time
 
 	// served is closed when the FUSE serve loop has returned (the kernel
 	// connection is gone).
@@ -71,20 +95,29 @@ func Mount(ctx context.Context, dataDir, mountpoint string, cfg Config, logger *
 		return nil, fmt.Errorf("mount point %s is not a directory", mountpoint)
 	}
 
+	// Listen for metrics first: a taken address fails the mount before
+	// anything is opened.
+	var metricsLn net.Listener
+	if cfg.Metrics != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.Metrics); err != nil {
+			return nil, fmt.Errorf("mount option metrics=%s: %w", cfg.Metrics, err)
+		}
+	}
+	closeMetricsLn := func() {
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+	}
 	db, err := openOrFormat(dataDir, cfg, logger)
 	if err != nil {
+		closeMetricsLn()
 		return nil, err
 	}
 	fsys, err := fs.New(db, cfg.FSOptions(logger.With("component", "fs")))
 	if err != nil {
+		closeMetricsLn()
 		db.Close()
 		return nil, openError(dataDir, err)
-	}
-	mo := cfg.FUSEOptions(fsys.MountOptions(), dataDir, logger.With("component", "fuse"))
-	srv, err := fuse.NewServer(fsys.Raw(), mountpoint, mo)
-	if err != nil {
-		err = fmt.Errorf("mount %s on %s: %w", dataDir, mountpoint, err)
-		return nil, errors.Join(err, fsys.Close(), db.Close())
 	}
 	m := &Mounted{
 		dataDir:    dataDir,
@@ -92,21 +125,51 @@ func Mount(ctx context.Context, dataDir, mountpoint string, cfg Config, logger *
 		logger:     logger,
 		db:         db,
 		fsys:       fsys,
-		srv:        srv,
+		cfg:        cfg,
+		engineOpts: cfg.EngineOptions(nil),
+		ops:        &opCounters{},
+		started:    time.Now(),
 		served:     make(chan struct{}),
 		closed:     make(chan struct{}),
 	}
+	m.metrics = metricsHandler(m.Stats)
+	mo := cfg.FUSEOptions(fsys.MountOptions(), dataDir, logger.With("component", "fuse"))
+	m.fuseOpts = mo.Options
+	srv, err := fuse.NewServer(&countingFS{RawFileSystem: fsys.Raw(), c: m.ops}, mountpoint, mo)
+	if err != nil {
+		closeMetricsLn()
+		err = fmt.Errorf("mount %s on %s: %w", dataDir, mountpoint, err)
+		return nil, errors.Join(err, fsys.Close(), db.Close())
+	}
+	m.srv = srv
 	go func() {
 		srv.Serve()
 		close(m.served)
 	}()
 	go m.closeWhenServed()
 	if err := srv.WaitMount(); err != nil {
+		closeMetricsLn()
 		m.Unmount()
 		<-m.closed
 		return nil, fmt.Errorf("mount %s on %s: %w", dataDir, mountpoint, err)
 	}
-	logger.Info("mounted", "datadir", dataDir, "options", cfg.String(), "ignored", cfg.Ignored)
+	if metricsLn != nil {
+		m.metricsAddr = metricsLn.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.metrics)
+		m.addServer(serveHTTP(metricsLn, mux, logger.With("component", "metrics")))
+	}
+	if ln, err := listenControl(dataDir); err != nil {
+		logger.Warn("no control socket: lsmfs stats and compact will not reach this mount", "err", err)
+	} else {
+		stop := serveHTTP(ln, m.controlHandler(m.metrics), logger.With("component", "control"))
+		m.addServer(func() {
+			// Gone first, so that a client never reaches a closing engine.
+			os.Remove(filepath.Join(dataDir, ControlSocketName))
+			stop()
+		})
+	}
+	logger.Info("mounted", "datadir", dataDir, "options", cfg.String(), "ignored", cfg.Ignored, "metrics", m.metricsAddr)
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -188,6 +251,14 @@ func (c *Config) FSOptions(logger *slog.Logger) fs.Options {
 // engine once the kernel connection is gone.
 func (m *Mounted) closeWhenServed() {
 	<-m.served
+	m.servers.Lock()
+	m.servers.closing = true
+	stops := m.servers.stops
+	m.servers.stops = nil
+	m.servers.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 	err := m.fsys.Close()
 	if err != nil {
 		err = fmt.Errorf("close filesystem: %w", err)
@@ -242,4 +313,59 @@ func (m *Mounted) Unmount() error {
 		return fmt.Errorf("unmount %s: %w; lazy unmount: %w", m.mountpoint, err, lerr)
 	}
 	return nil
+}
+
+// addServer registers the stop function of a server that lives as long as
+// the mount (it is called at once if the mount is already gone).
+func (m *Mounted) addServer(stop func()) {
+	m.servers.Lock()
+	if m.servers.closing {
+		m.servers.Unlock()
+		stop()
+		return
+	}
+	m.servers.stops = append(m.servers.stops, stop)
+	m.servers.Unlock()
+}
+
+// Stats returns the live figures of the mount.
+func (m *Mounted) Stats() Stats {
+	s := EngineStats(m.db, m.dataDir, m.engineOpts)
+	s.Source = "daemon"
+	s.Mountpoint = m.mountpoint
+	s.PID = os.Getpid()
+	s.UptimeSeconds = time.Since(m.started).Seconds()
+	s.ReadOnly = m.cfg.ReadOnly
+	s.MetricsAddress = m.metricsAddr
+	s.MountOptions = m.cfg.String()
+	s.FUSEOptions = m.fuseOpts
+	s.Ops = m.ops.snapshot()
+	if s.Ops == nil {
+		s.Ops = []OpStats{}
+	}
+	return s
+}
+
+// MetricsAddress returns the address the metrics= endpoint listens on, ""
+// without metrics=.
+func (m *Mounted) MetricsAddress() string { return m.metricsAddr }
+
+// Compact compacts the mounted filesystem's engine and cleans its value log
+// now (see Compact), one call at a time; the filesystem stays in use.
+func (m *Mounted) Compact(progress func(CompactProgress)) (CompactResult, error) {
+	if m.cfg.ReadOnly {
+		return CompactResult{}, fmt.Errorf("%s is mounted read-only: nothing to compact", m.mountpoint)
+	}
+	m.compactMu.Lock()
+	defer m.compactMu.Unlock()
+	m.logger.Info("compacting on request")
+	res, err := Compact(m.db, m.dataDir, progress)
+	if err != nil {
+		m.logger.Error("compact", "err", err)
+		return res, err
+	}
+	m.logger.Info("compacted", "tables_before", res.TablesBefore, "tables_after", res.TablesAfter,
+		"vlog_segments_cleaned", res.SegmentsCleaned, "disk_bytes_before", res.DiskBytesBefore,
+		"disk_bytes_after", res.DiskBytesAfter, "seconds", res.Seconds)
+	return res, nil
 }

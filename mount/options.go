@@ -2,6 +2,7 @@ package mount
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -314,6 +315,26 @@ func optionTable() []option {
 					return fmt.Errorf("needs a path")
 				}
 				c.LogFile = val
+				return nil
+			},
+		},
+		{
+			OptionDoc: OptionDoc{Name: "metrics", Arg: "HOST:PORT", Group: GroupLsmfs,
+				Default: "off",
+				Usage: "serve Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free port, shown by lsmfs stats); " +
+					"no authentication: use a loopback or monitoring address"},
+			apply: func(c *Config, val string, hasVal bool) error {
+				if !hasVal || val == "" {
+					return fmt.Errorf("needs HOST:PORT")
+				}
+				_, port, err := net.SplitHostPort(val)
+				if err != nil {
+					return fmt.Errorf("want HOST:PORT: %v", err)
+				}
+				if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+					return fmt.Errorf("bad port %q", port)
+				}
+				c.Metrics = val
 				return nil
 			},
 		},

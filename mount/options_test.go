@@ -32,6 +32,8 @@ func TestParseOptions(t *testing.T) {
 			mount.Config{Compression: "none", L0Trigger: 8, LevelRatio: 4, CompactionConcurrency: 2}},
 		{[]string{"ro,allow_other,debug,log=/var/log/lsmfs.log,writeback_cache"},
 			mount.Config{ReadOnly: true, AllowOther: true, Debug: true, LogFile: "/var/log/lsmfs.log", WritebackCache: true}},
+		{[]string{"metrics=127.0.0.1:9567"}, mount.Config{Metrics: "127.0.0.1:9567"}},
+		{[]string{"metrics=[::1]:0"}, mount.Config{Metrics: "[::1]:0"}},
 		{[]string{"ro", "rw"}, mount.Config{}},
 		{[]string{"default_permissions"}, mount.Config{}},
 		{[]string{`journal=/j\,k`}, mount.Config{Journal: "/j,k"}},
@@ -96,6 +98,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"nodefault_permissions", "default_permissions cannot be turned off"},
 		{"subtype=a b", `"subtype=a b"`},
 		{"rw,,bogus2", `"bogus2"`},
+		{"metrics", `"metrics"`},
+		{"metrics=9567", `"metrics=9567"`},
+		{"metrics=127.0.0.1:http", `"metrics=127.0.0.1:http"`},
 	} {
 		_, err := mount.ParseOptions(tc.in)
 		if err == nil {
@@ -136,6 +141,7 @@ func TestOptionsDocumented(t *testing.T) {
 	samples := map[string]string{
 		"PATH": "/x", "SIZE": "4M", "DURATION": "1s", "lz4|none": "none", "N": "3", "NAME": "n",
 		"none|basic|eager|adaptive": "eager", "leveled|tiered": "tiered", "R": "3",
+		"HOST:PORT": "127.0.0.1:0",
 	}
 	help := mount.OptionsHelp()
 	for _, d := range mount.Options() {
