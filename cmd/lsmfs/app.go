@@ -43,7 +43,9 @@ embedded LSM-tree engine whose write-ahead journal can live on its own device.
 
    lsmfs mkfs /srv/lsmfs                       # make a filesystem
    lsmfs mount /srv/lsmfs /mnt/lsmfs           # mount it (returns once it is ready)
-   umount /mnt/lsmfs                           # unmount: flushes and closes
+   lsmfs stats /mnt/lsmfs                      # what the daemon is doing
+   lsmfs compact /mnt/lsmfs                    # give back the space of deleted data now
+   lsmfs umount /mnt/lsmfs                     # unmount, wait until flushed and closed
    lsmfs fsck /srv/lsmfs                       # check it while unmounted
 
 With the binary in /usr/local/bin (go build -o /usr/local/bin/lsmfs ./cmd/lsmfs),
@@ -52,10 +54,15 @@ mount(8) and /etc/fstab work through mount.fuse3 (package fuse3):
    mount -t fuse.lsmfs /srv/lsmfs /mnt/lsmfs -o cache_size=512M
    /srv/lsmfs  /mnt/lsmfs  fuse.lsmfs  defaults,nofail  0  0      # /etc/fstab
 
+Prometheus metrics: mount with -o metrics=127.0.0.1:9567. The full reference
+(every command, mount option and metric) is docs/lsmfs.md (lsmfs docs).
+
 Exit status: 0 success, 1 failure, 2 usage error, 32 mount failed;
-fsck: 0 clean, 4 problems found, 8 could not check.`,
+fsck (as e2fsck): 0 clean, 4 problems found, 8 could not check, 16 usage
+error, 32 interrupted.`,
 		HideHelpCommand: true,
-		Commands:        []*cli.Command{mkfsCommand(), mountCommand(), fsckCommand()},
+		Commands: []*cli.Command{mkfsCommand(), mountCommand(), umountCommand(), fsckCommand(),
+			statsCommand(), compactCommand(), docsCommand()},
 		// Errors go back to Main; only main exits.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   usageError,

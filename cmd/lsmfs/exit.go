@@ -19,6 +19,10 @@ const (
 	// exitFsckOperational: fsck could not check (e2fsck's 8): not an lsmfs
 	// data directory, mounted, unreadable.
 	exitFsckOperational = 8
+	// exitFsckUsage: bad fsck command line (e2fsck's 16).
+	exitFsckUsage = 16
+	// exitFsckCancelled: fsck was interrupted (e2fsck's 32).
+	exitFsckCancelled = 32
 	// exitMountFailed: the mount failed, as mount(8) reports it (32).
 	exitMountFailed = 32
 )

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cpuguy83/go-md2man/v2/md2man"
+	"github.com/urfave/cli/v2"
 
 	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/mount"
@@ -76,7 +81,14 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"mkfs"}, exitUsage, "want DATADIR"},
 		{[]string{"mkfs", "--block-size", "-1", "d"}, exitUsage, "block-size"},
 		{[]string{"mkfs", "--journal-size", "big", "d"}, exitUsage, "journal-size"},
-		{[]string{"fsck", "a", "b"}, exitUsage, "want DATADIR"},
+		{[]string{"fsck", "a", "b"}, exitFsckUsage, "want DATADIR"},
+		{[]string{"fsck", "--bogus", "d"}, exitFsckUsage, "bogus"},
+		{[]string{"stats"}, exitUsage, "want MOUNTPOINT or DATADIR"},
+		{[]string{"stats", "--interval", "0s", "d"}, exitUsage, "interval"},
+		{[]string{"compact", "a", "b"}, exitUsage, "want MOUNTPOINT or DATADIR"},
+		{[]string{"umount"}, exitUsage, "want MOUNTPOINT"},
+		{[]string{"stats", "/nonexistent/lsmfs/data"}, exitFailure, "/nonexistent/lsmfs/data"},
+		{[]string{"mount", "-o", "metrics=localhost", "d", "m"}, exitUsage, "metrics=localhost"},
 		{[]string{"fsck", "/nonexistent/lsmfs/data"}, exitFsckOperational, "/nonexistent/lsmfs/data"},
 		// mount(8) -f: check the options, do not mount.
 		{[]string{"d", "m", "-f", "-o", "rw,noauto,cache_size=1G"}, exitOK, ""},
@@ -121,3 +133,105 @@ func TestOneLine(t *testing.T) {
 		t.Errorf("oneLine = %q", got)
 	}
 }
+
+// Every command's help lists each of its visible flags, with its default
+// where it has one, and lsmfs --help lists every command.
+func TestHelpListsAllFlags(t *testing.T) {
+	app := newApp(nil, nil)
+	top, _, err := runArgs("--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range app.Commands {
+		if cmd.Hidden {
+			continue
+		}
+		if !strings.Contains(top, "   "+cmd.Name) {
+			t.Errorf("lsmfs --help does not list %s", cmd.Name)
+		}
+		out, _, err := runArgs(cmd.Name, "--help")
+		if err != nil {
+			t.Errorf("lsmfs %s --help: %v", cmd.Name, err)
+			continue
+		}
+		if !strings.Contains(out, "Examples:") {
+			t.Errorf("lsmfs %s --help has no examples", cmd.Name)
+		}
+		for _, f := range cmd.Flags {
+			if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
+				continue
+			}
+			name := f.Names()[0]
+			dash := "--"
+			if len(name) == 1 {
+				dash = "-"
+			}
+			if !strings.Contains(out, dash+name) {
+				t.Errorf("lsmfs %s --help does not list %s%s", cmd.Name, dash, name)
+			}
+			df, ok := f.(cli.DocGenerationFlag)
+			if !ok || !df.TakesValue() {
+				continue
+			}
+			def := df.GetDefaultText()
+			if def == "" {
+				def = df.GetValue()
+			}
+			if def != "" && def != `""` && !strings.Contains(out, "(default: "+def+")") {
+				t.Errorf("lsmfs %s --help does not show the default of --%s (%s)", cmd.Name, name, def)
+			}
+		}
+	}
+}
+
+// docs/lsmfs.md is what `lsmfs docs` generates from the CLI definitions:
+// regenerate it with go generate ./cmd/lsmfs (or go test -run TestDocs
+// -update ./cmd/lsmfs).
+func TestDocs(t *testing.T) {
+	want := referenceMarkdown(newApp(nil, nil))
+	if *update {
+		if err := os.WriteFile(docsFile, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(docsFile)
+	if err != nil {
+		t.Fatalf("%v (generate it: go generate ./cmd/lsmfs)", err)
+	}
+	if string(got) != want {
+		gl, wl := strings.Split(string(got), "\n"), strings.Split(want, "\n")
+		for i := range max(len(gl), len(wl)) {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("%s differs from the CLI definitions at line %d:\n have %q\n want %q\nregenerate it: go generate ./cmd/lsmfs", docsFile, i+1, g, w)
+			}
+		}
+	}
+	// Everything a user can type is in it.
+	for _, d := range mount.Options() {
+		if !strings.Contains(want, "`"+d.Name) {
+			t.Errorf("the reference lacks -o %s", d.Name)
+		}
+	}
+	for _, name := range mount.MetricNames() {
+		if !strings.Contains(want, name) {
+			t.Errorf("the reference lacks metric %s", name)
+		}
+	}
+	for _, cmd := range newApp(nil, nil).Commands {
+		if !cmd.Hidden && !strings.Contains(want, "## lsmfs "+cmd.Name+"\n") {
+			t.Errorf("the reference lacks lsmfs %s", cmd.Name)
+		}
+	}
+	if man := md2man.Render([]byte(want)); !bytes.Contains(man, []byte(".SH COMMANDS")) {
+		t.Errorf("the man page rendering lacks its sections:\n%.500s", man)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite docs/lsmfs.md")

@@ -42,6 +42,10 @@ Examples:
 			if blockSize <= 0 {
 				return usagef(c, "--block-size %d: must be positive", blockSize)
 			}
+			// mkfs writes only superblocks and a preallocated journal file,
+			// so it is quick even on a large device; on a terminal a
+			// spinner shows it is at work all the same.
+			stop := spin(c.App.ErrWriter, "formatting "+dataDir)
 			uuid, err := mount.Format(dataDir, mount.FormatOptions{
 				Journal:     c.String("journal"),
 				JournalSize: journalSize,
@@ -49,6 +53,7 @@ Examples:
 				RootUID:     uint32(os.Getuid()),
 				RootGID:     uint32(os.Getgid()),
 			})
+			stop()
 			if err != nil {
 				return withCode(exitFailure, err)
 			}

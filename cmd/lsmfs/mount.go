@@ -28,8 +28,14 @@ func mountCommand() *cli.Command {
 the command returns once the kernel serves the mount, or fails with the reason
 on one line (exit 32). An empty or missing DATADIR is formatted with the
 defaults first. Unmount with umount MOUNTPOINT or fusermount3 -u MOUNTPOINT;
-the daemon then flushes, forces the journal and exits. SIGINT or SIGTERM to the
-daemon unmounts too (lazily if the mount is busy).
+the daemon then flushes, forces and checkpoints the journal, closes the engine
+and exits; lsmfs umount MOUNTPOINT also waits for that. SIGINT or SIGTERM to
+the daemon unmounts too (lazily if the mount is busy).
+
+The daemon logs (log/slog, one line per event, each with mountpoint=) to
+syslog, or to the log= file, or to stderr with --foreground; -o debug adds a
+trace of every FUSE operation. It serves lsmfs stats and compact on the
+control socket DATADIR/lsmfs.sock, and Prometheus metrics with -o metrics=.
 
 Examples:
    lsmfs mount /srv/lsmfs /mnt/lsmfs
@@ -37,6 +43,7 @@ Examples:
    lsmfs mount --foreground -o debug /srv/lsmfs /mnt/lsmfs   # stay attached, log to stderr
    lsmfs /srv/lsmfs /mnt/lsmfs -o ro                          # the mount(8) argument order
    mount -t fuse.lsmfs /srv/lsmfs /mnt/lsmfs -o ro            # through mount(8) and mount.fuse3
+   lsmfs mount -o metrics=127.0.0.1:9567 /srv/lsmfs /mnt/lsmfs  # Prometheus metrics
 
 -o takes a comma-separated list and may be repeated; later options win. A comma
 inside a value is written \,. Unknown or malformed options are refused.
