@@ -1,6 +1,8 @@
 package mount
 
 import (
+	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -31,3 +33,12 @@ func (o *OpCounters) Snapshot() []OpStats { return o.c.snapshot() }
 
 // BucketOf exposes the latency bucket function.
 var BucketOf = bucketOf
+
+// ServeControl serves h on the control socket of dataDir until stop.
+func ServeControl(dataDir string, h http.Handler) (stop func(), err error) {
+	ln, err := listenControl(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return serveHTTP(ln, h, slog.New(slog.DiscardHandler)), nil
+}
