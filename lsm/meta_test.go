@@ -84,7 +84,7 @@ func envInt(name string, def int) int {
 }
 
 func TestMetamorphic(t *testing.T) {
-	ops, runs := 4000, 6
+	ops, runs := 3000, 8
 	if os.Getenv("LSMFS_LONG") != "" {
 		ops, runs = 50000, 40
 	}
@@ -98,6 +98,8 @@ func TestMetamorphic(t *testing.T) {
 		runMeta(t, seed, ops)
 		return
 	}
+	// Runs cycle through every memtable policy x compaction style; the
+	// seed picks everything else.
 	base := uint64(time.Now().UnixNano())
 	for i := 0; i < runs; i++ {
 		seed := base + uint64(i)
@@ -105,15 +107,20 @@ func TestMetamorphic(t *testing.T) {
 	}
 }
 
+var (
+	allPolicies = []lsm.MemtablePolicy{lsm.PolicyNone, lsm.PolicyBasic, lsm.PolicyEager, lsm.PolicyAdaptive}
+	allStyles   = []lsm.CompactionStyle{lsm.CompactionLeveled, lsm.CompactionTiered}
+)
+
 func randomOptions(rng *rand.Rand, fs vfs.FS) *lsm.Options {
 	pick := func(xs ...int) int { return xs[rng.IntN(len(xs))] }
 	o := &lsm.Options{
 		FS:                       fs,
 		UUID:                     [16]byte{0xab, byte(rng.IntN(256))},
 		MemtableSize:             int64(pick(256<<10, 512<<10, 1<<20)),
-		MemtablePolicy:           []lsm.MemtablePolicy{lsm.PolicyNone, lsm.PolicyBasic, lsm.PolicyEager, lsm.PolicyAdaptive}[rng.IntN(4)],
+		MemtablePolicy:           allPolicies[rng.IntN(4)],
 		AdaptiveThreshold:        []float64{0.05, 0.3, 0.9}[rng.IntN(3)],
-		Compaction:               []lsm.CompactionStyle{lsm.CompactionLeveled, lsm.CompactionTiered}[rng.IntN(2)],
+		Compaction:               allStyles[rng.IntN(2)],
 		TierRatio:                []float64{1, 2, 4}[rng.IntN(3)],
 		ValueThreshold:           pick(-1, 64, 512, 0),
 		VlogSegmentSize:          int64(pick(64<<10, 256<<10)),
@@ -144,6 +151,9 @@ func runMeta(t *testing.T, seed uint64, nops int) {
 	r := &metaRun{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), fs: vfs.NewMem(),
 		cur: model{}, durable: model{}, stats: map[string]int{}}
 	r.opts = randomOptions(r.rng, r.fs)
+	// Consecutive seeds cover every policy x style combination.
+	r.opts.MemtablePolicy = allPolicies[seed%4]
+	r.opts.Compaction = allStyles[(seed/4)%2]
 	r.logf("options %+v", *r.opts)
 	nkeys := []int{50, 300, 2000}[r.rng.IntN(3)]
 	for i := 0; i < nkeys; i++ {
@@ -158,6 +168,17 @@ func runMeta(t *testing.T, seed uint64, nops int) {
 			r.db.Close()
 		}
 	}()
+	defer func() {
+		if t.Failed() {
+			path := filepath.Join(os.TempDir(), fmt.Sprintf("lsm-meta-%d.ops", seed))
+			os.WriteFile(path, []byte(strings.Join(r.log, "\n")+"\n"), 0o644)
+			t.Logf("op log: %s; reproduce with LSMFS_META_SEED=%d", path, seed)
+		}
+		if r.db != nil {
+			r.collect()
+		}
+		t.Logf("seed %d, policy %s, compaction %s, value threshold %d: %v", seed, r.opts.MemtablePolicy, r.opts.Compaction, r.opts.ValueThreshold, r.stats)
+	}()
 	for i := 0; i < nops; i++ {
 		r.step(i)
 		if t.Failed() {
@@ -167,15 +188,6 @@ func runMeta(t *testing.T, seed uint64, nops int) {
 	if !t.Failed() {
 		r.checkAll("final")
 	}
-	if t.Failed() {
-		path := filepath.Join(os.TempDir(), fmt.Sprintf("lsm-meta-%d.ops", seed))
-		os.WriteFile(path, []byte(strings.Join(r.log, "\n")+"\n"), 0o644)
-		t.Logf("op log: %s; reproduce with LSMFS_META_SEED=%d", path, seed)
-	}
-	if r.db != nil {
-		r.collect()
-	}
-	t.Logf("seed %d, policy %s, compaction %s, value threshold %d: %v", seed, r.opts.MemtablePolicy, r.opts.Compaction, r.opts.ValueThreshold, r.stats)
 }
 
 func (r *metaRun) logf(format string, args ...any) {
@@ -192,6 +204,7 @@ func (r *metaRun) fatalf(format string, args ...any) {
 func (r *metaRun) open() {
 	db, err := lsm.Open("/db", r.opts)
 	if err != nil {
+		r.logf("FAIL: open: %v", err)
 		r.t.Fatalf("seed %d: open: %v", r.seed, err)
 	}
 	r.db = db
@@ -529,8 +542,10 @@ func (r *metaRun) crash() {
 		}
 	}
 	if k < 0 {
-		r.fatalf("crash: recovered state (%d keys) is not durable state (%d keys) plus a prefix of %d pending batches",
-			len(state), len(r.durable), len(r.pending))
+		mm := r.db.Metrics()
+		r.t.Logf("after the crash: %s; journal checkpoint %d durable %d last %d", mm.String(), mm.Journal.CheckpointLSN, mm.Journal.DurableLSN, mm.Journal.LastLSN)
+		r.fatalf("crash: recovered state (%d keys) is not durable state (%d keys) plus a prefix of %d pending batches; against all of them: %s",
+			len(state), len(r.durable), len(r.pending), diffStates(state, m))
 		return
 	}
 	r.logf("crash kept %d of %d pending batches", k, len(r.pending))
@@ -554,6 +569,28 @@ func (r *metaRun) scan() model {
 	}
 	it.Close()
 	return m
+}
+
+// diffStates describes how got differs from want, briefly.
+func diffStates(got, want model) string {
+	var d []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			d = append(d, "missing "+k)
+		} else if g != v {
+			d = append(d, fmt.Sprintf("wrong %s (%.12s, want %.12s)", k, g, v))
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			d = append(d, fmt.Sprintf("extra %s (%.12s, %d bytes)", k, v, len(v)))
+		}
+	}
+	sort.Strings(d)
+	if len(d) > 12 {
+		d = append(d[:12], fmt.Sprintf("... %d more", len(d)-12))
+	}
+	return strings.Join(d, "; ")
 }
 
 func sameState(a, b model) bool {

@@ -287,7 +287,11 @@ func (d *DB) replay() error {
 	vs := d.mu.versions
 	lastSeq := vs.lastSeq
 	var replayed int
-	err := d.wal.Replay(vs.journalLSN+1, func(lsn uint64, rec []byte) error {
+	// Replay from the journal's own checkpoint and skip, by sequence
+	// number, what the tables hold. Not from the manifest's journal LSN: a
+	// flush can make batches durable whose journal frames never were, and
+	// the journal then hands out their LSNs again after a crash.
+	err := d.wal.Replay(0, func(lsn uint64, rec []byte) error {
 		r, err := newBatchReader(rec)
 		if err != nil {
 			return fmt.Errorf("record lsn=%d: %w", lsn, err)

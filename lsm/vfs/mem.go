@@ -21,7 +21,11 @@ import (
 // renamed or removed since the last SyncDir of their directory, are lost by
 // CrashClone. Everything else survives it.
 type MemFS struct {
-	mu struct {
+	// syncMu makes CrashClone atomic with respect to File.Sync: syncs hold
+	// it for reading, CrashClone for writing, so a clone never mixes the
+	// synced state of one file before a sync with another's after.
+	syncMu sync.RWMutex
+	mu     struct {
 		sync.Mutex
 		root  *memNode
 		locks map[string]bool
@@ -330,6 +334,8 @@ func (l *memLock) Close() error {
 // Locks are not carried over. The receiver is unchanged and stays usable, so a
 // test may clone while the engine is still running and then abandon it.
 func (m *MemFS) CrashClone() *MemFS {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := NewMem()
@@ -488,6 +494,8 @@ func (f *memFile) Sync() error {
 	if f.closed {
 		return f.errClosed("sync")
 	}
+	f.fs.syncMu.RLock()
+	defer f.fs.syncMu.RUnlock()
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
 	f.n.synced = append(f.n.synced[:0:0], f.n.data...)
