@@ -4,6 +4,9 @@
 //
 //	cd bench && go run ./policy -dir /var/tmp
 //
+// With -mounted N (default 50,000; 0 skips it) it then runs a churn
+// workload through a mounted lsmfs under each policy (see mounted.go).
+//
 // Workload, with keys shaped like fs/'s keyspace (I+ino for inodes,
 // D+parent+name for dentries):
 //
@@ -45,6 +48,7 @@ var (
 	flagInMem    = flag.Int64("inmemory", 4<<20, "inmemory_flush_size")
 	flagPolicies = flag.String("policies", "none,basic,eager,adaptive", "memtable policies")
 	flagStyles   = flag.String("styles", "leveled,tiered", "compaction styles")
+	flagMounted  = flag.Int("mounted", 50000, "operations of the mounted comparison (0 skips it)")
 )
 
 func inodeKey(buf []byte, ino uint64) []byte {
@@ -239,6 +243,12 @@ func main() {
 				style, p, float64(r.userBytes)/1e6, float64(r.diskBytes)/1e6, wa, wa/bwa, twa, twa/btwa,
 				float64(r.peakMem)/(1<<20), r.meanMem/(1<<20), r.meanMem/base.meanMem, r.flushes, r.memMerges,
 				r.writeOps, r.readOps, float64(r.p99.Microseconds()))
+		}
+	}
+	if *flagMounted > 0 {
+		if err := runMounted(strings.Split(*flagPolicies, ","), *flagMounted); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
 		}
 	}
 }
