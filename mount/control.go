@@ -208,6 +208,12 @@ func serveHTTP(ln net.Listener, h http.Handler, logger *slog.Logger) (stop func(
 		}
 	}()
 	return func() {
+		// Let requests in flight (a stats call, a scrape) finish; a
+		// compaction stream is cut after a moment (Mounted waits for the
+		// compaction itself before closing the engine).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
 		srv.Close()
 		<-done
 	}

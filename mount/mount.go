@@ -259,6 +259,10 @@ func (m *Mounted) closeWhenServed() {
 	for _, stop := range stops {
 		stop()
 	}
+	// A compaction requested through the control socket finishes before
+	// the engine closes.
+	m.compactMu.Lock()
+	defer m.compactMu.Unlock()
 	err := m.fsys.Close()
 	if err != nil {
 		err = fmt.Errorf("close filesystem: %w", err)
