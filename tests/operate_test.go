@@ -196,9 +196,11 @@ func TestStats(t *testing.T) {
 	}
 }
 
-// TestStatsWatch reads two refreshes of --watch --json and stops it.
+// TestStatsWatch reads two refreshes of --watch --json and stops it; the
+// mount has -o debug, whose log traces the FUSE operations, each line with
+// the mount point.
 func TestStatsWatch(t *testing.T) {
-	f := newFS(t, fsOptions{})
+	f := newFS(t, fsOptions{mountOpts: "debug"})
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, lsmfsBin, "stats", "--watch", "--json", "--interval", "100ms", f.mnt)
@@ -222,6 +224,17 @@ func TestStatsWatch(t *testing.T) {
 	}
 	if len(times) != 2 || !times[1].After(times[0]) {
 		t.Errorf("--watch printed %d refreshes at %v; want 2, in order", len(times), times)
+	}
+	log, _ := os.ReadFile(f.logFile)
+	var traced bool
+	for _, line := range strings.Split(string(log), "\n") {
+		if line != "" && !strings.Contains(line, "mountpoint="+f.mnt) {
+			t.Errorf("log line without the mount point: %s", line)
+		}
+		traced = traced || strings.Contains(line, "CREATE") && strings.Contains(line, "level=DEBUG")
+	}
+	if !traced {
+		t.Errorf("-o debug: no trace of the CREATE operations in the log:%s", f.logTail())
 	}
 }
 
