@@ -577,6 +577,24 @@ func (d *DB) UUID() [16]byte {
 
 func (d *DB) tablePath(n uint64) string { return vfs.Join(d.dirname, tableFileName(n)) }
 
+// Options returns the engine's effective options (defaults filled in, the
+// journal path resolved). The FS, Logger and Cache fields are shared.
+func (d *DB) Options() Options {
+	o := *d.opts
+	d.mu.Lock()
+	if o.Journal.Path == "" {
+		o.Journal.Path = d.mu.versions.journalPath
+	}
+	if o.UUID == ([16]byte{}) {
+		o.UUID = d.mu.versions.uuid
+	}
+	d.mu.Unlock()
+	if o.Journal.Path == "" {
+		o.Journal.Path = vfs.Join(d.dirname, defaultJournalName)
+	}
+	return o
+}
+
 // Dir returns the engine's directory.
 func (d *DB) Dir() string { return d.dirname }
 

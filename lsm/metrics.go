@@ -93,7 +93,7 @@ func (d *DB) Metrics() Metrics {
 			m.Levels[l].Bytes = rs.version.levelSize(l)
 		}
 	}
-	m.PeakMemtableBytes = d.metrics.peakMemtable.Load()
+	m.PeakMemtableBytes = max(d.metrics.peakMemtable.Load(), m.MemtableBytes)
 	m.MemtablePolicy = d.opts.MemtablePolicy
 	m.InMemoryCompactions = d.metrics.memCompactions.Load()
 	m.InMemoryMerges = d.metrics.memMerges.Load()

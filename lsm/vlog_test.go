@@ -207,3 +207,22 @@ func BenchmarkHotSetRead(b *testing.B) {
 	b.ReportMetric(float64(m1.Vlog.DiskReads-m0.Vlog.DiskReads)/float64(b.N), "vlog-disk-reads/op")
 	b.ReportMetric(float64(m1.TableBlocksRead-m0.TableBlocksRead)/float64(b.N), "table-disk-reads/op")
 }
+
+func TestOptionsEffective(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	if err := lsm.Format(dir, &lsm.Options{UUID: [16]byte{9}}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	o := db.Options()
+	if o.Journal.Path != filepath.Join(dir, "journal") || o.UUID != [16]byte{9} || o.MemtableSize != 64<<20 || o.ValueThreshold != 4<<10 {
+		t.Fatalf("effective options: journal %q uuid %x memtable %d threshold %d", o.Journal.Path, o.UUID, o.MemtableSize, o.ValueThreshold)
+	}
+	if m := db.Metrics(); m.PeakMemtableBytes == 0 || m.PeakMemtableBytes < m.MemtableBytes {
+		t.Fatalf("peak memtable %d, current %d", m.PeakMemtableBytes, m.MemtableBytes)
+	}
+}
