@@ -334,7 +334,7 @@ func (m *Mounted) addServer(stop func()) {
 
 // Stats returns the live figures of the mount.
 func (m *Mounted) Stats() Stats {
-	s := EngineStats(m.db, m.dataDir, m.engineOpts)
+	s := EngineStats(m.db, m.dataDir)
 	s.Source = "daemon"
 	s.Mountpoint = m.mountpoint
 	s.PID = os.Getpid()

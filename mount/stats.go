@@ -1,8 +1,6 @@
 package mount
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -147,9 +145,7 @@ type ReadStats struct {
 
 // EngineStats returns the figures of an open engine: everything in Stats
 // except the daemon's (source, mount point, pid, operations, FUSE options).
-// opts are the options db was opened with; the journal path, when they do
-// not name one, is taken from dataDir.
-func EngineStats(db *lsm.DB, dataDir string, opts *lsm.Options) Stats {
+func EngineStats(db *lsm.DB, dataDir string) Stats {
 	m := db.Metrics()
 	j := m.Journal
 	s := Stats{
@@ -201,27 +197,9 @@ func EngineStats(db *lsm.DB, dataDir string, opts *lsm.Options) Stats {
 			s.Levels = append(s.Levels, LevelStats{Level: l, Tables: lm.Tables, Bytes: lm.Bytes})
 		}
 	}
-	o := *opts
-	o.EnsureDefaults()
-	if o.Journal.Path == "" {
-		o.Journal.Path = defaultJournalPath(dataDir)
-	}
+	o := db.Options()
 	s.EngineOptions = parseOptionLines(o.String())
 	return s
-}
-
-// defaultJournalPath names the journal of a mount without journal=: the
-// file DATADIR/journal when there is one, else the external journal that
-// mkfs recorded in the manifest.
-//
-// TODO(lsm): an accessor for the engine's effective options (DB.Options)
-// would name the recorded external journal too.
-func defaultJournalPath(dataDir string) string {
-	p := filepath.Join(dataDir, "journal")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return "(external, recorded at mkfs)"
 }
 
 // parseOptionLines parses lsm.Options.String's "name=value" lines.

@@ -123,12 +123,12 @@ func stats(c *cli.Context, path string) error {
 
 // offlineStats opens an unmounted data directory read-only.
 func offlineStats(c *cli.Context, dataDir string) (mount.Stats, error) {
-	db, opts, err := openEngine(c, dataDir, true)
+	db, _, err := openEngine(c, dataDir, true)
 	if err != nil {
 		return mount.Stats{}, err
 	}
 	defer db.Close()
-	s := mount.EngineStats(db, dataDir, opts)
+	s := mount.EngineStats(db, dataDir)
 	s.Source = "datadir"
 	s.ReadOnly = true
 	return s, nil
