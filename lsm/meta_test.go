@@ -390,7 +390,8 @@ func (r *metaRun) checkIter(what string, it iterLike, m model, lo, hi string) {
 			return
 		}
 		if ok && (string(it.Key()) != keys[pos] || string(it.Value()) != m[keys[pos]]) {
-			r.fatalf("%s [%q,%q) after %v: at %q want %q", what, lo, hi, moves, it.Key(), keys[pos])
+			r.fatalf("%s [%q,%q) after %v: at %q (value %.16q, %d bytes, iterator error %v) want %q (value %.16q, %d bytes)", what, lo, hi, moves,
+				it.Key(), it.Value(), len(it.Value()), it.Error(), keys[pos], m[keys[pos]], len(m[keys[pos]]))
 			return
 		}
 		if !ok {

@@ -448,10 +448,10 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 // older than the cleaning can still read.
 func (d *DB) removeZombies() error {
 	d.mu.Lock()
-	oldest := d.oldestReaderSeqLocked()
+	oldest, any := d.oldestReaderSeqLocked()
 	var ready []uint64
 	for seg, seq := range d.mu.zombies {
-		if oldest == 0 || oldest >= seq {
+		if !any || oldest >= seq {
 			ready = append(ready, seg)
 		}
 	}
@@ -485,16 +485,16 @@ func (d *DB) removeZombies() error {
 }
 
 // oldestReaderSeqLocked is the smallest sequence number an open snapshot or
-// iterator reads at, or 0 if there is none. d.mu is held.
-func (d *DB) oldestReaderSeqLocked() base.SeqNum {
-	var oldest base.SeqNum
+// iterator reads at; any is false when there is none (0 is a valid sequence
+// number: a snapshot of an empty DB). d.mu is held.
+func (d *DB) oldestReaderSeqLocked() (oldest base.SeqNum, any bool) {
 	if s := d.mu.snapshots.seqs(); len(s) > 0 {
-		oldest = s[0]
+		oldest, any = s[0], true
 	}
 	for seq := range d.mu.iterSeqs {
-		if oldest == 0 || seq < oldest {
-			oldest = seq
+		if !any || seq < oldest {
+			oldest, any = seq, true
 		}
 	}
-	return oldest
+	return oldest, any
 }
