@@ -88,6 +88,9 @@ func TestMetamorphic(t *testing.T) {
 	if os.Getenv("LSMFS_LONG") != "" {
 		ops, runs = 50000, 40
 	}
+	if raceEnabled {
+		ops /= 4
+	}
 	ops = envInt("LSMFS_META_OPS", ops)
 	runs = envInt("LSMFS_META_RUNS", runs)
 	if s := os.Getenv("LSMFS_META_SEED"); s != "" {

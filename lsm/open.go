@@ -369,6 +369,11 @@ func (d *DB) removeGarbageLocked() {
 			garbage = name != manifest.FileName(vs.manifestNum)
 		case name == "CURRENT.tmp":
 			garbage = true
+		case strings.HasSuffix(name, ".vlog"):
+			// A segment neither sealed nor active: its header never
+			// reached the disk (openValueLog).
+			n, ok := fileNum(name, ".vlog")
+			garbage = ok && vs.vlog[n] == nil && n != d.vlogActive.Load()
 		}
 		if garbage {
 			if err := d.opts.FS.Remove(vfs.Join(d.dirname, name)); err != nil {

@@ -54,6 +54,11 @@ func (d *DB) openValueLog() error {
 		if err != nil {
 			return fmt.Errorf("value log %s: %w", vlog.FileName(num), err)
 		}
+		if size == 0 {
+			// Created just before a crash, never used: garbage
+			// (removeGarbageLocked).
+			continue
+		}
 		vs.vlog[num] = &vlogSegment{size: uint64(size)}
 		d.mu.pendingSeals = append(d.mu.pendingSeals, manifest.VlogSegment{Num: num, Bytes: uint64(size)})
 	}

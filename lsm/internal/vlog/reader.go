@@ -175,8 +175,20 @@ func scanData(name string, seg uint64, data []byte, fn func(Record) error) error
 // ValidSize returns the length of segment seg's valid prefix: the header
 // and every record up to the first one that is cut short or fails a
 // checksum (the torn tail of a segment that was active at a crash; pointers
-// into it were never durable). A bad header is ErrCorrupt.
+// into it were never durable). It returns 0 for a segment whose header never
+// reached the disk (shorter than a header, or a header of zeros: a crash
+// right after the segment was created), which no pointer can name because
+// the writer forces the header before its first append. Any other bad
+// header is ErrCorrupt.
 func ValidSize(fsys vfs.FS, dir string, seg uint64) (int64, error) {
+	if f, err := fsys.Open(vfs.Join(dir, FileName(seg))); err == nil {
+		hdr := make([]byte, segHeaderLen)
+		n, _ := f.ReadAt(hdr, 0)
+		f.Close()
+		if n < segHeaderLen || allZero(hdr) {
+			return 0, nil
+		}
+	}
 	var end int64 = -1
 	err := Scan(fsys, dir, seg, 0, func(rec Record) error {
 		end = int64(rec.Ptr.Offset) + int64(rec.Ptr.Len)
@@ -192,4 +204,13 @@ func ValidSize(fsys vfs.FS, dir string, seg uint64) (int64, error) {
 		return int64(segHeaderLen), nil
 	}
 	return end, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
