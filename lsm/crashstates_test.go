@@ -82,15 +82,15 @@ type crashRun struct {
 	// call.
 	mu struct {
 		sync.Mutex
-		durable     model        // state after batch durableN
-		durableN    int          // last batch acknowledged durable
-		pending     []crashBatch // batches durableN+1 ..., started
-		hookRng     *rand.Rand
-		every       int
-		points      int // crash points checked
-		states      int // crash states checked
-		maxWindow   int
-		failed      bool
+		durable   model        // state after batch durableN
+		durableN  int          // last batch acknowledged durable
+		pending   []crashBatch // batches durableN+1 ..., started
+		hookRng   *rand.Rand
+		every     int
+		points    int // crash points checked
+		states    int // crash states checked
+		maxWindow int
+		failed    bool
 	}
 }
 
