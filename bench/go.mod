@@ -6,6 +6,7 @@ replace github.com/lsmfs/lsmfs => ../
 
 require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/lsmfs/lsmfs v0.0.0
 	github.com/syndtr/goleveldb v1.0.0
 	golang.org/x/sys v0.50.0
