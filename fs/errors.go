@@ -60,7 +60,8 @@ func withKey(err error, key []byte) error {
 //   - everything else is a failure below the filesystem: it is logged with
 //     the operation and the inode first, then reported as ENOSPC or EDQUOT
 //     when that is its cause (so callers see a full disk as such), and as
-//     EIO otherwise (corruption, I/O errors, a closed engine).
+//     EIO otherwise (corruption, I/O errors, a closed engine, and an engine
+//     that stopped accepting writes, lsm.ErrFailed, whatever the cause).
 func (f *FS) errno(op string, ino uint64, err error) fuse.Status {
 	if err == nil {
 		return fuse.OK
@@ -77,7 +78,7 @@ func (f *FS) errno(op string, ino uint64, err error) fuse.Status {
 	corrupt := errors.Is(err, ErrCorrupt) || errors.Is(err, lsm.ErrCorrupt)
 	f.log.Error("fs: operation failed", "op", op, "ino", ino, "err", err, "corrupt", corrupt)
 	var e syscall.Errno
-	if !corrupt && errors.As(err, &e) && (e == syscall.ENOSPC || e == syscall.EDQUOT) {
+	if !corrupt && !errors.Is(err, lsm.ErrFailed) && errors.As(err, &e) && (e == syscall.ENOSPC || e == syscall.EDQUOT) {
 		return fuse.Status(e)
 	}
 	return fuse.EIO

@@ -25,6 +25,9 @@ type Batch struct {
 	// maxValue is the largest Set value, to tell whether value separation
 	// has work to do.
 	maxValue int
+	// frees: the batch deletes something (it is applied even when the
+	// engine is out of space; see space.go).
+	frees bool
 }
 
 // batchVersion is part of the on-disk format; never change it.
@@ -56,6 +59,9 @@ func (b *Batch) add(kind base.Kind, key, value []byte, hasValue bool) {
 	if kind == base.KindSet && len(value) > b.maxValue {
 		b.maxValue = len(value)
 	}
+	if kind == base.KindDelete || kind == base.KindRangeDelete {
+		b.frees = true
+	}
 }
 
 // Set writes key=value. The batch copies both.
@@ -86,6 +92,7 @@ func (b *Batch) Reset() {
 	b.count = 0
 	b.memSize = 0
 	b.maxValue = 0
+	b.frees = false
 }
 
 // setSeq stamps the first sequence number and the count into the header.

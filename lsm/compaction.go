@@ -179,11 +179,12 @@ func (d *DB) setupCompactionLocked(level int, inputs []*tableMeta, reason string
 // concurrency bound. d.mu is held.
 func (d *DB) maybeScheduleCompactionLocked() {
 	for d.mu.compacting < d.opts.MaxConcurrentCompactions && d.mu.manual == 0 &&
-		!d.mu.closed && !d.mu.closing && d.mu.bgErr == nil && !d.opts.ReadOnly {
+		!d.mu.closed && !d.mu.closing && d.mu.bgErr == nil && !d.opts.ReadOnly && d.backgroundMayWriteLocked() {
 		c := d.pickLocked()
 		if c == nil {
 			return
 		}
+		d.backgroundStartedLocked()
 		d.startCompactionLocked(c)
 		d.bg.Add(1)
 		go func() {
@@ -193,10 +194,16 @@ func (d *DB) maybeScheduleCompactionLocked() {
 			d.mu.Lock()
 			d.finishCompactionLocked(c)
 			if err != nil {
+				if isRetryable(err) {
+					d.backgroundNoSpaceLocked(fmt.Errorf("compaction %s: %w", c, err))
+					d.mu.Unlock()
+					return
+				}
 				d.mu.Unlock()
 				d.setBackgroundError(fmt.Errorf("compaction %s: %w", c, err))
 				return
 			}
+			d.backgroundSucceededLocked()
 			d.maybeScheduleCompactionLocked()
 			d.mu.Unlock()
 		}()
@@ -268,8 +275,9 @@ func (d *DB) runCompaction(c *compaction) error {
 	outputs, written, err := d.writeTables(ci, target)
 	miter.Close()
 	if err != nil {
-		return err
+		return retryable(err) // writeTables left nothing behind
 	}
+	d.space.written.Add(written)
 	for _, f := range outputs {
 		e.Added = append(e.Added, manifest.NewFile{Level: c.outputLevel, Meta: f})
 	}
@@ -352,10 +360,13 @@ func (d *DB) Compact(start, end []byte) error {
 		d.mu.Lock()
 		d.finishCompactionLocked(c)
 		if err != nil {
+			if isRetryable(err) {
+				return fmt.Errorf("compaction %s: %w", c, noSpace(err))
+			}
 			d.mu.Unlock()
 			d.setBackgroundError(fmt.Errorf("compaction %s: %w", c, err))
 			d.mu.Lock()
-			return err
+			return d.failure(err)
 		}
 	}
 	return nil

@@ -34,6 +34,9 @@ func TestCrashStates(t *testing.T) {
 		seed = n
 	}
 	batches, points := 600, 120
+	if raceEnabled {
+		batches, points = 150, 30
+	}
 	if os.Getenv("LSMFS_LONG") != "" {
 		batches, points = 4000, 1000
 	}

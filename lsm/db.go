@@ -94,6 +94,9 @@ type DB struct {
 		m map[uint64]bool
 	}
 
+	// space tracks free space and ENOSPC (space.go).
+	space spaceState
+
 	bg sync.WaitGroup // background goroutines
 	// obsolete queues tables to remove (see deleteObsolete).
 	obsolete struct {
@@ -181,6 +184,13 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 	if uint64(b.Len()) > d.maxBatchBytes() {
 		return fmt.Errorf("apply batch of %d bytes: %w", b.Len(), ErrBatchTooLarge)
 	}
+	if err := d.admit(b); err != nil {
+		return fmt.Errorf("apply batch: %w", err)
+	}
+	if err := d.journalRoom(b); err != nil {
+		return fmt.Errorf("apply batch: %w", err)
+	}
+	frees := b.frees
 	d.commit.Lock()
 	if err := d.waitForRoomLocked(b.memSize); err != nil {
 		d.commit.Unlock()
@@ -190,10 +200,18 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 	if d.vlogW != nil && b.maxValue >= d.opts.ValueThreshold {
 		sep, err := d.separateValues(b)
 		if err != nil {
+			if isNoSpace(err) && !d.vlogW.Failed() {
+				// Nothing was written: the batch fails alone.
+				d.vlogW.Discard()
+				d.commit.Unlock()
+				d.noteNoSpace(err)
+				return fmt.Errorf("apply batch: %w", noSpace(err))
+			}
 			d.commit.Unlock()
 			d.setBackgroundError(err)
-			return fmt.Errorf("apply batch: %w", err)
+			return fmt.Errorf("apply batch: %w", d.failure(err))
 		}
+		d.space.written.Add(uint64(b.Len()))
 		b = sep
 	}
 	c, err := d.applyLocked(b, sync)
@@ -205,8 +223,11 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 	if sync {
 		if err := c.Wait(); err != nil {
 			d.setBackgroundError(err)
-			return fmt.Errorf("apply batch: sync journal: %w", err)
+			return fmt.Errorf("apply batch: sync journal: %w", d.failure(err))
 		}
+	}
+	if frees && d.space.full.Load() {
+		d.requestReclaim()
 	}
 	return nil
 }
@@ -220,7 +241,7 @@ func (d *DB) applyLocked(b *Batch, sync bool) (*journal.Commit, error) {
 	c, err := d.wal.Enqueue([][]byte{b.repr}, sync)
 	if err != nil {
 		d.setBackgroundError(err)
-		return nil, fmt.Errorf("apply batch seq=%d: %w", seq, err)
+		return nil, fmt.Errorf("apply batch seq=%d: %w", seq, d.failure(err))
 	}
 	mem := d.mutableForWrite(b.memSize)
 	err = applyBatchToMemtable(mem, b.repr)
@@ -300,6 +321,11 @@ func (d *DB) waitForRoomLocked(need uint64) error {
 		} else {
 			d.markFlushLocked()
 		}
+		if d.space.blocked && !d.mu.flushing && d.mu.compacting == 0 && !d.space.retryNow {
+			// The flush or compaction this writer would wait for cannot
+			// find space: fail instead of stalling.
+			return ErrNoSpace
+		}
 		if !stalled {
 			stalled = true
 			d.metrics.stalls.Add(1)
@@ -332,18 +358,45 @@ func (d *DB) rotateLocked(need uint64) {
 	d.segmentJoinedLocked()
 }
 
-// setBackgroundError records the first fatal write error.
+// setBackgroundError records the first fatal write error (fail-stop: see
+// space.go); it is returned wrapped in ErrFailed.
 func (d *DB) setBackgroundError(err error) {
 	if err == nil || errors.Is(err, ErrClosed) {
 		return
 	}
 	d.mu.Lock()
 	if d.mu.bgErr == nil {
+		if !errors.Is(err, ErrFailed) {
+			err = fmt.Errorf("%w: %w", ErrFailed, err)
+		}
 		d.mu.bgErr = err
 		d.opts.Logger.Error("engine stops accepting writes", "err", err)
 	}
 	d.mu.cond.Broadcast()
 	d.mu.Unlock()
+}
+
+// failure returns err marked as a fail-stop error (the engine's sticky
+// error was set from it, or before it).
+func (d *DB) failure(err error) error {
+	if errors.Is(err, ErrFailed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrFailed, err)
+}
+
+// journalRoom fails a batch with ErrNoSpace when the journal ring is nearly
+// full while flushes (which would free it at the next checkpoint) fail for
+// lack of space: the writer would otherwise wait for ring space forever.
+func (d *DB) journalRoom(b *Batch) error {
+	if !d.space.blockedFlag.Load() || d.wal == nil {
+		return nil
+	}
+	st := d.wal.Stats()
+	if st.LiveBytes+int64(b.Len())+int64(d.opts.Journal.MaxFrameBytes)+2*4096 > st.Capacity {
+		return ErrNoSpace
+	}
+	return nil
 }
 
 // Get returns a copy of the value of key, or ErrNotFound.
@@ -563,7 +616,7 @@ func (d *DB) SyncJournal() error {
 	}
 	if err := d.wal.Sync(); err != nil {
 		d.setBackgroundError(err)
-		return fmt.Errorf("sync journal: %w", err)
+		return fmt.Errorf("sync journal: %w", d.failure(err))
 	}
 	return nil
 }

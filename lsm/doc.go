@@ -27,6 +27,13 @@
 // reference. Iterators and Snapshots are not safe for concurrent use by
 // themselves, but any number may exist.
 //
+// # Failures
+//
+// A failed write or force makes the engine fail-stop: writes return
+// ErrFailed until it is reopened, reads go on. Running out of space is not
+// fatal: writes that only add data return ErrNoSpace, deletions are still
+// applied, and writes succeed again once space is freed (space.go).
+//
 // # Invariants
 //
 //   - Journal order equals sequence order; a crash keeps a prefix of batches.

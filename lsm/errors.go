@@ -2,6 +2,8 @@ package lsm
 
 import (
 	"errors"
+	"fmt"
+	"syscall"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 )
@@ -23,6 +25,16 @@ var (
 	// ErrNotFormatted is returned by Open for a directory that holds no engine
 	// (no CURRENT file).
 	ErrNotFormatted = errors.New("lsm: not formatted")
+	// ErrFailed is matched by the sticky error of an engine that stopped
+	// accepting writes (fail-stop) after a write or force failed: the batch
+	// that met the failure and every later write return it, wrapping the
+	// cause, until the engine is reopened. Reads go on. See space.go.
+	ErrFailed = errors.New("lsm: failed, writes refused until reopened")
+	// ErrNoSpace is returned by writes while the data device is full: free
+	// space below Options.SpaceReserve, or a write failed with ENOSPC. It
+	// matches syscall.ENOSPC. It is not sticky: batches that delete are still
+	// applied, and writes succeed again once space is freed. See space.go.
+	ErrNoSpace = fmt.Errorf("lsm: no space left on the data device: %w", syscall.ENOSPC)
 )
 
 // CorruptionError names the file and offset of bad bytes; it matches

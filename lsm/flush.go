@@ -11,9 +11,11 @@ import (
 // maybeScheduleFlushLocked starts the flush goroutine when immutable
 // memtables wait and none runs. d.mu is held.
 func (d *DB) maybeScheduleFlushLocked() {
-	if d.mu.flushing || !d.mu.flushRequested || len(d.mu.mem.queue) == 0 || d.mu.closed || d.mu.bgErr != nil || d.opts.ReadOnly {
+	if d.mu.flushing || !d.mu.flushRequested || len(d.mu.mem.queue) == 0 || d.mu.closed || d.mu.bgErr != nil || d.opts.ReadOnly ||
+		!d.backgroundMayWriteLocked() {
 		return
 	}
+	d.backgroundStartedLocked()
 	d.mu.flushing = true
 	d.bg.Add(1)
 	go func() {
@@ -23,10 +25,16 @@ func (d *DB) maybeScheduleFlushLocked() {
 			d.mu.Lock()
 			if err != nil {
 				d.mu.flushing = false
+				if isRetryable(err) {
+					d.backgroundNoSpaceLocked(fmt.Errorf("flush: %w", err))
+					d.mu.Unlock()
+					return
+				}
 				d.mu.Unlock()
 				d.setBackgroundError(fmt.Errorf("flush: %w", err))
 				return
 			}
+			d.backgroundSucceededLocked()
 			if !d.mu.flushRequested || len(d.mu.mem.queue) == 0 || d.mu.closed {
 				d.mu.flushing = false
 				d.mu.cond.Broadcast()
@@ -66,8 +74,9 @@ func (d *DB) flushQueued() error {
 	outputs, written, err := d.writeTables(c, math.MaxUint64)
 	miter.Close()
 	if err != nil {
-		return err
+		return retryable(err) // writeTables left nothing behind
 	}
+	d.space.written.Add(written)
 	if d.vlogW != nil {
 		// The tables point into the value log: its bytes must be durable
 		// before the manifest makes the tables part of the tree.
@@ -135,7 +144,11 @@ func (d *DB) Flush() error {
 	if !d.mu.mem.mutable.Empty() {
 		d.rotateLocked(0)
 	}
+	tried := false
 	for len(d.mu.mem.queue) > 0 && d.mu.bgErr == nil && !d.mu.closed {
+		if !d.allowOneAttemptLocked(&tried) {
+			return ErrNoSpace
+		}
 		d.markFlushLocked()
 		d.mu.cond.Wait()
 	}

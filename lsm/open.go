@@ -162,6 +162,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: engine belongs to %s, not %s", dir, fmtUUID(vs.uuid), fmtUUID(o.UUID))
 	}
 	d.mu.versions = vs
+	if !o.ReadOnly {
+		d.initSpace()
+	}
 	for _, f := range vs.files {
 		if _, err := o.FS.Stat(d.tablePath(f.FileNum)); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -436,7 +439,10 @@ func (d *DB) Close() error {
 		if !d.mu.mem.mutable.Empty() {
 			d.rotateLocked(0)
 		}
-		for len(d.mu.mem.queue) > 0 && d.mu.bgErr == nil {
+		// Out of space, one attempt: what stays in memory is in the
+		// journal, replayed at the next open.
+		tried := false
+		for len(d.mu.mem.queue) > 0 && d.mu.bgErr == nil && d.allowOneAttemptLocked(&tried) {
 			d.markFlushLocked()
 			d.mu.cond.Wait()
 		}
@@ -445,6 +451,7 @@ func (d *DB) Close() error {
 		d.mu.cond.Wait()
 	}
 	d.mu.closed = true
+	d.stopSpaceTimerLocked()
 	d.mu.cond.Broadcast()
 	d.mu.Unlock()
 	d.bg.Wait()

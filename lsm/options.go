@@ -97,6 +97,13 @@ type Options struct {
 	// VlogCleanThreshold: the background cleaner rewrites sealed segments
 	// whose live share fell below it. Default 0.5.
 	VlogCleanThreshold float64
+
+	// SpaceReserve is the free space of the data device kept for deletions
+	// and for the flushes and compactions that turn them into free space:
+	// batches that only add data fail with ErrNoSpace below it (see
+	// space.go). Default (0): 1% of the device, at most 64 MiB, measured at
+	// Open; negative: none.
+	SpaceReserve int64
 }
 
 // JournalOptions configure the write-ahead journal.
@@ -253,6 +260,7 @@ func (o *Options) String() string {
 	fmt.Fprintf(&b, "target_file_size=%d\nl0_trigger=%d\nl0_stop_writes=%d\nlbase_max_bytes=%d\nlevel_ratio=%d\ncompaction_concurrency=%d\n",
 		o.TargetFileSize, o.L0CompactionTrigger, o.L0StopWritesTrigger, o.LBaseMaxBytes, o.LevelMultiplier, o.MaxConcurrentCompactions)
 	fmt.Fprintf(&b, "value_threshold=%d\nvlog_segment_size=%d\nvlog_clean_threshold=%g\n", o.ValueThreshold, o.VlogSegmentSize, o.VlogCleanThreshold)
+	fmt.Fprintf(&b, "space_reserve=%d\n", o.SpaceReserve)
 	fmt.Fprintf(&b, "journal=%s\njournal_size=%d\ncommit_interval=%s\njournal_max_frame=%d\njournal_compression=%v\n",
 		o.Journal.Path, o.Journal.Size, o.Journal.CommitInterval, o.Journal.MaxFrameBytes, !o.Journal.DisableCompression)
 	return b.String()

@@ -142,6 +142,19 @@ func (d *DB) separateValues(b *Batch) (*Batch, error) {
 	return out, nil
 }
 
+// vlogAppendFailed handles a failed value-log append or flush of the
+// cleaner: an ENOSPC that wrote nothing is ErrNoSpace (the records are
+// dropped); anything else is returned as it is (the caller fails the
+// engine).
+func (d *DB) vlogAppendFailed(err error) error {
+	if isNoSpace(err) && !d.vlogW.Failed() {
+		d.vlogW.Discard()
+		d.noteNoSpace(err)
+		return noSpace(err)
+	}
+	return err
+}
+
 // errSegmentGone marks a read of a segment the cleaner removed: a Get that
 // raced with the removal retries at a newer sequence number.
 var errSegmentGone = errors.New("lsm: value-log segment was cleaned")
@@ -263,7 +276,7 @@ func (d *DB) maybeScheduleCleanLocked() {
 		d.mu.cleaning = false
 		d.mu.cond.Broadcast()
 		d.mu.Unlock()
-		if err != nil && !errors.Is(err, ErrClosed) {
+		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoSpace) {
 			d.setBackgroundError(fmt.Errorf("value-log cleaner: %w", err))
 		}
 	}()
@@ -321,6 +334,12 @@ func (d *DB) CleanValueLog() (int, error) {
 	d.mu.Lock()
 	for d.mu.cleaning {
 		d.mu.cond.Wait()
+	}
+	if d.mu.closing || d.mu.closed {
+		// Close waits for the cleaner before it takes the commit lock,
+		// which the cleaner needs.
+		d.mu.Unlock()
+		return 0, ErrClosed
 	}
 	d.mu.cleaning = true
 	d.mu.Unlock()
@@ -430,7 +449,7 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 		}
 		p, err := d.vlogW.Append(r.Key, r.Value)
 		if err != nil {
-			return 0, err
+			return 0, d.vlogAppendFailed(err)
 		}
 		pbuf = p.Append(pbuf[:0])
 		b.setPointer(r.Key, pbuf)
@@ -440,8 +459,9 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 		return 0, nil
 	}
 	if err := d.vlogW.Flush(); err != nil {
-		return 0, err
+		return 0, d.vlogAppendFailed(err)
 	}
+	d.space.written.Add(uint64(moved))
 	if _, err := d.applyLocked(b, false); err != nil {
 		return 0, err
 	}

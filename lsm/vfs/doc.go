@@ -10,6 +10,16 @@
 //     at FS.SyncDir of their directory. CrashClone returns the state a machine would
 //     find after power loss at that instant, which is what crash tests reopen.
 //
+// and two layers for tests:
+//
+//   - RecordingFS, a MemFS that logs the changes not yet durable; a Window
+//     captured at any instant (also from a hook inside any call) gives every
+//     crash state: each prefix of the pending changes, torn writes, and
+//     reorderings (record.go).
+//   - ErrorFS, which wraps any FS and fails the calls an Injector picks: EIO,
+//     ENOSPC and short writes, on the i-th call (OnIndex), at random
+//     (Randomly), or from a seeded schedule (Seeded) (errorfs.go).
+//
 // Invariants:
 //   - Paths are slash-separated and cleaned; MemFS keeps a real tree, so a rename
 //     of a directory moves its contents.

@@ -1,9 +1,11 @@
 package vlog
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
@@ -40,37 +42,52 @@ func NewWriter(fs vfs.FS, dir string, maxSize int64, newSegment func() uint64, o
 	w := &Writer{fs: fs, dir: dir, maxSize: maxSize, newSegment: newSegment, onSeal: onSeal}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.startLocked(); err != nil {
+	seg, f, err := w.start()
+	if err != nil {
 		return nil, err
 	}
+	w.installLocked(seg, f)
 	return w, nil
 }
 
-func (w *Writer) startLocked() error {
+// isNoSpace reports an out-of-space error: a write that failed with it
+// wrote nothing the writer will use, so it is not sticky.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// start creates a new segment with its header, durable (file and entry).
+// On failure nothing is left behind.
+func (w *Writer) start() (uint64, vfs.File, error) {
 	seg := w.newSegment()
 	name := FileName(seg)
-	f, err := w.fs.Create(vfs.Join(w.dir, name))
+	path := vfs.Join(w.dir, name)
+	f, err := w.fs.Create(path)
 	if err != nil {
-		return fmt.Errorf("vlog: create %s: %w", name, err)
+		return 0, nil, fmt.Errorf("vlog: create %s: %w", name, err)
 	}
-	hdr := segmentHeader(seg)
-	if _, err := f.WriteAt(hdr, 0); err != nil {
+	fail := func(err error) (uint64, vfs.File, error) {
 		f.Close()
-		return fmt.Errorf("vlog: write %s: %w", name, err)
+		w.fs.Remove(path)
+		return 0, nil, err
+	}
+	if _, err := f.WriteAt(segmentHeader(seg), 0); err != nil {
+		return fail(fmt.Errorf("vlog: write %s: %w", name, err))
 	}
 	// The new file's directory entry must be durable before any pointer to
 	// it is.
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("vlog: sync %s: %w", name, err)
+		return fail(fmt.Errorf("vlog: sync %s: %w", name, err))
 	}
 	if err := w.fs.SyncDir(w.dir); err != nil {
-		f.Close()
-		return fmt.Errorf("vlog: sync %s: %w", w.dir, err)
+		return fail(fmt.Errorf("vlog: sync %s: %w", w.dir, err))
 	}
+	return seg, f, nil
+}
+
+func (w *Writer) installLocked(seg uint64, f vfs.File) {
 	w.mu.seg, w.mu.f = seg, f
-	w.mu.written, w.mu.synced = int64(len(hdr)), int64(len(hdr))
-	return nil
+	w.mu.written, w.mu.synced = int64(segHeaderLen), int64(segHeaderLen)
 }
 
 // Append buffers a record and returns its pointer. The value is readable
@@ -97,20 +114,27 @@ func (w *Writer) Append(key, value []byte) (Pointer, error) {
 }
 
 // rollLocked seals the active segment (written and synced) and starts a new
-// one.
+// one. When the new segment cannot be created for lack of space, the
+// active one stays active (a little past the segment size) and the error is
+// not sticky.
 func (w *Writer) rollLocked() error {
 	if err := w.syncLocked(); err != nil {
 		return err
 	}
+	nseg, nf, err := w.start()
+	if err != nil {
+		if !isNoSpace(err) {
+			w.mu.err = err
+		}
+		return err
+	}
 	seg, size := w.mu.seg, w.mu.written
 	if err := w.mu.f.Close(); err != nil {
+		nf.Close()
 		w.mu.err = fmt.Errorf("vlog: close %s: %w", FileName(seg), err)
 		return w.mu.err
 	}
-	if err := w.startLocked(); err != nil {
-		w.mu.err = err
-		return err
-	}
+	w.installLocked(nseg, nf)
 	if w.onSeal != nil {
 		w.onSeal(seg, size)
 	}
@@ -125,7 +149,16 @@ func (w *Writer) flushLocked() error {
 		return nil
 	}
 	if _, err := w.mu.f.WriteAt(w.mu.buf, w.mu.written); err != nil {
-		w.mu.err = fmt.Errorf("vlog: write %s at %d: %w", FileName(w.mu.seg), w.mu.written, err)
+		err = fmt.Errorf("vlog: write %s at %d: %w", FileName(w.mu.seg), w.mu.written, err)
+		if isNoSpace(err) {
+			// Not sticky: the buffered records are dropped (their
+			// pointers were never used: see Discard), the segment's
+			// end stays where it was, and bytes a short write left
+			// beyond it are overwritten by the next records.
+			w.mu.buf = w.mu.buf[:0]
+			return err
+		}
+		w.mu.err = err
 		return w.mu.err
 	}
 	w.mu.written += int64(len(w.mu.buf))
@@ -162,6 +195,21 @@ func (w *Writer) Sync() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.syncLocked()
+}
+
+// Discard drops the records appended since the last Flush: their batch
+// failed, and no pointer to them may be used.
+func (w *Writer) Discard() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.mu.buf = w.mu.buf[:0]
+}
+
+// Failed reports whether the writer has a sticky error.
+func (w *Writer) Failed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.err != nil
 }
 
 // Active returns the active segment's number and size.

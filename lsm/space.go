@@ -1,0 +1,346 @@
+package lsm
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Running out of space, and write failures
+//
+// Fail-stop. A failed write or force of the journal, a failed force of the
+// value log or of a table, a failed manifest write: after any of them the
+// engine cannot tell what is durable, so it stops accepting writes for good
+// (until reopened). The first such error becomes the sticky background
+// error, wrapped in ErrFailed; the batch that met it and every later write
+// get it; reads go on from memory and disk. Reopening recovers the last
+// durable state (what the journal and the manifest say). Sync errors are
+// never retried (PostgreSQL's fsync lesson: a failed fsync may have dropped
+// the dirty pages it could not write).
+//
+// ENOSPC is different when nothing was half done: a value-log append that
+// could not be written (the records are discarded and the segment's end is
+// unchanged), or a table written by a flush or a compaction (its files are
+// removed). Those leave the engine consistent, so they are not sticky:
+//
+//   - the writer whose value-log append failed gets ErrNoSpace;
+//   - a flush or compaction that failed is retried with a backoff (50ms,
+//     doubling to 2s); meanwhile writers that would have to wait for it (no
+//     memtable or journal room left) get ErrNoSpace instead of stalling;
+//   - the engine is "full": batches that only add data get ErrNoSpace at
+//     once, while batches that delete something (rm, truncate, rename over
+//     a file) are still applied, so space can be freed. Each such batch
+//     while full asks for a reclaim pass (flush, compaction of everything,
+//     value-log cleaning) that turns deletions into free space;
+//   - the engine stops being full when statfs shows SpaceReserve free bytes
+//     again (and at least 1 MiB).
+//
+// SpaceReserve keeps room for that: batches that only add data get
+// ErrNoSpace while the data device has less than SpaceReserve free bytes,
+// so that flushes, compactions and the manifest of the deletions that free
+// space find room. Free space is read with statfs at most every 100ms while
+// it is low, and otherwise after a second or once the bytes the engine wrote
+// since (value-log appends and tables) could have eaten the margin.
+//
+// ENOSPC from a force, or from a manifest write (which may leave a torn
+// record in the middle of the manifest), is fail-stop like any other error.
+// The journal never runs out of space on a file (it is preallocated at mkfs);
+// a full ring makes writers wait for a checkpoint, and when the checkpoint
+// needs a flush that cannot find space, they get ErrNoSpace.
+
+// spaceState is the engine's view of free space. Fields without a comment
+// are guarded by DB.mu.
+type spaceState struct {
+	reserve uint64
+	// full: batches that only add data get ErrNoSpace. Read without a
+	// lock on the write path.
+	full atomic.Bool
+	// written counts bytes written to the data device since the last
+	// statfs (value-log appends and tables).
+	written atomic.Uint64
+
+	check struct {
+		sync.Mutex
+		at   time.Time
+		free uint64
+	}
+
+	// blocked: the last flush or compaction failed with ENOSPC; they start
+	// again only when retryNow is set (by the retry timer or by a caller
+	// that needs one more attempt).
+	blocked  bool
+	retryNow bool
+	// blockedFlag mirrors blocked for the write path (no d.mu there).
+	blockedFlag atomic.Bool
+	backoff     time.Duration
+	timer       *time.Timer
+	// reclaim: a reclaim pass runs; reclaimAgain: deletions came in since
+	// it started.
+	reclaim, reclaimAgain bool
+}
+
+const (
+	spaceCheckLow  = 100 * time.Millisecond // statfs interval while space is low
+	spaceCheckHigh = time.Second            // ... and while it is not
+	minBackoff     = 50 * time.Millisecond
+	maxBackoff     = 2 * time.Second
+	minFreeToLeave = 1 << 20 // free bytes needed to stop being full
+)
+
+// isNoSpace reports whether err is an out-of-space error.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// retryableError marks an ENOSPC that left nothing behind: the work can be
+// done again once there is space.
+type retryableError struct{ err error }
+
+func (e *retryableError) Error() string { return e.err.Error() }
+func (e *retryableError) Unwrap() error { return e.err }
+
+// retryable marks err when it is an ENOSPC.
+func retryable(err error) error {
+	if err != nil && isNoSpace(err) {
+		return &retryableError{err}
+	}
+	return err
+}
+
+func isRetryable(err error) bool {
+	var r *retryableError
+	return errors.As(err, &r)
+}
+
+// noSpace returns the error writers get: ErrNoSpace, with the cause.
+func noSpace(cause error) error {
+	if cause == nil || errors.Is(cause, ErrNoSpace) {
+		if cause == nil {
+			return ErrNoSpace
+		}
+		return cause
+	}
+	return fmt.Errorf("%w (%v)", ErrNoSpace, cause)
+}
+
+// initSpace sets the reserve from the options and the device size.
+func (d *DB) initSpace() {
+	r := d.opts.SpaceReserve
+	if r == 0 {
+		if total, _, err := d.opts.FS.Usage(d.dirname); err == nil {
+			r = int64(min(total/100, 64<<20))
+		}
+	}
+	d.space.reserve = uint64(max(r, 0))
+	if r == 0 {
+		r = -1
+	}
+	d.opts.SpaceReserve = r // effective, for Options
+}
+
+// admit decides whether a batch may be applied as far as space goes.
+func (d *DB) admit(b *Batch) error {
+	if b.frees {
+		return nil
+	}
+	if d.space.full.Load() {
+		if d.checkSpace(true) {
+			return nil
+		}
+		return ErrNoSpace
+	}
+	if d.space.reserve == 0 {
+		return nil
+	}
+	if !d.checkSpace(false) {
+		return ErrNoSpace
+	}
+	return nil
+}
+
+// checkSpace reads free space when due (or when the engine is full and the
+// last reading is older than spaceCheckLow) and reports whether batches
+// that add data may go on; it updates full.
+func (d *DB) checkSpace(full bool) bool {
+	s := &d.space
+	s.check.Lock()
+	defer s.check.Unlock()
+	written := s.written.Load()
+	free := s.check.free - min(written, s.check.free) // estimate
+	since := time.Since(s.check.at)
+	low := free < max(2*s.reserve, 2*minFreeToLeave)
+	due := s.check.at.IsZero() || since >= spaceCheckHigh || (low || full) && since >= spaceCheckLow
+	if due {
+		_, f, err := d.opts.FS.Usage(d.dirname)
+		if err != nil {
+			return !full // no statfs: rely on ENOSPC from the writes
+		}
+		if written > 0 {
+			s.written.Add(^(written - 1)) // subtract what this reading covers
+		}
+		s.check.at, s.check.free = time.Now(), f
+		free = f
+	}
+	if full {
+		ok := free >= s.reserve+s.reserve/2 && free >= minFreeToLeave
+		if ok && s.full.CompareAndSwap(true, false) {
+			d.opts.Logger.Info("space freed: writes accepted again", "free", free, "reserve", s.reserve)
+		}
+		return ok
+	}
+	if free < s.reserve {
+		d.setFull(fmt.Sprintf("free space %d below the reserve %d", free, s.reserve))
+		return false
+	}
+	return true
+}
+
+// setFull makes batches that only add data fail with ErrNoSpace.
+func (d *DB) setFull(why string) {
+	if d.space.full.CompareAndSwap(false, true) {
+		d.opts.Logger.Warn("out of space: only deletions are accepted until space is freed", "why", why)
+	}
+}
+
+// noteNoSpace records an ENOSPC met by a write that left nothing behind.
+func (d *DB) noteNoSpace(err error) {
+	d.setFull(err.Error())
+	d.space.check.Lock()
+	d.space.check.at = time.Time{} // read statfs at the next check
+	d.space.check.Unlock()
+}
+
+// backgroundNoSpaceLocked runs when a flush or compaction failed with a
+// retryable ENOSPC: it blocks background writes until the retry timer fires
+// and wakes writers so that those who need a flush fail instead of
+// waiting. d.mu is held.
+func (d *DB) backgroundNoSpaceLocked(err error) {
+	s := &d.space
+	d.noteNoSpace(err)
+	s.blocked = true
+	s.blockedFlag.Store(true)
+	s.retryNow = false
+	if s.backoff == 0 {
+		s.backoff = minBackoff
+	} else {
+		s.backoff = min(2*s.backoff, maxBackoff)
+	}
+	if s.timer == nil && !d.mu.closed {
+		s.timer = time.AfterFunc(s.backoff, d.retryBackground)
+	}
+	d.opts.Logger.Warn("background write failed for lack of space; retrying", "err", err, "in", s.backoff)
+	d.mu.cond.Broadcast()
+}
+
+// retryBackground is the retry timer: one more flush and compaction.
+func (d *DB) retryBackground() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.space.timer = nil
+	if d.mu.closed || d.mu.bgErr != nil {
+		return
+	}
+	d.space.retryNow = true
+	if len(d.mu.mem.queue) > 0 {
+		d.markFlushLocked()
+	}
+	d.maybeScheduleCompactionLocked()
+	if !d.mu.flushing && d.mu.compacting == 0 {
+		// Nothing to retry: background writes may start freely again.
+		d.space.blocked = false
+		d.space.blockedFlag.Store(false)
+	}
+}
+
+// backgroundMayWriteLocked reports whether a flush or compaction may start
+// (not blocked by a recent ENOSPC, or a retry is due). d.mu is held.
+func (d *DB) backgroundMayWriteLocked() bool {
+	return !d.space.blocked || d.space.retryNow
+}
+
+// backgroundStartedLocked consumes the retry permission. d.mu is held.
+func (d *DB) backgroundStartedLocked() { d.space.retryNow = false }
+
+// backgroundSucceededLocked clears the ENOSPC state of background writes.
+// d.mu is held.
+func (d *DB) backgroundSucceededLocked() {
+	d.space.blocked = false
+	d.space.blockedFlag.Store(false)
+	d.space.backoff = 0
+}
+
+// requestReclaim starts a reclaim pass (or asks the running one for
+// another) after a deleting batch was applied while full.
+func (d *DB) requestReclaim() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mu.closed || d.mu.closing || d.mu.bgErr != nil || d.opts.ReadOnly {
+		return
+	}
+	if d.space.reclaim {
+		d.space.reclaimAgain = true
+		return
+	}
+	d.space.reclaim = true
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		for {
+			d.reclaimPass()
+			d.mu.Lock()
+			if !d.space.reclaimAgain || d.mu.closing || d.mu.closed || d.mu.bgErr != nil {
+				d.space.reclaim = false
+				d.space.reclaimAgain = false
+				d.mu.cond.Broadcast()
+				d.mu.Unlock()
+				return
+			}
+			d.space.reclaimAgain = false
+			d.mu.Unlock()
+		}
+	}()
+}
+
+// reclaimPass turns deletions into free space: flush them, compact them
+// down (dropping what they delete, and counting the value-log bytes they
+// free), clean the value log, then read statfs.
+func (d *DB) reclaimPass() {
+	d.mu.Lock()
+	d.space.retryNow = true // one attempt now, whatever the backoff
+	d.mu.Unlock()
+	err := d.Compact(nil, nil)
+	if err == nil && d.vlogW != nil {
+		_, err = d.CleanValueLog()
+	}
+	if err != nil && !errors.Is(err, ErrClosed) {
+		d.opts.Logger.Warn("reclaiming space", "err", err)
+	}
+	d.checkSpace(d.space.full.Load())
+}
+
+// allowOneAttemptLocked is used where a caller needs a flush to happen
+// (Flush, Close): when background writes are blocked by ENOSPC it allows
+// one attempt at once, and false once that attempt was made (*tried).
+// d.mu is held.
+func (d *DB) allowOneAttemptLocked(tried *bool) bool {
+	if !d.space.blocked || d.mu.flushing {
+		return true // nothing failed, or an attempt is running: wait for it
+	}
+	if *tried {
+		return false
+	}
+	*tried = true
+	d.space.retryNow = true
+	return true
+}
+
+// stopSpaceTimerLocked stops the retry timer at close. d.mu is held.
+func (d *DB) stopSpaceTimerLocked() {
+	if d.space.timer != nil {
+		d.space.timer.Stop()
+		d.space.timer = nil
+	}
+}
