@@ -86,6 +86,14 @@ func (m *memTable) Memory() uint64 {
 	return m.skl.Capacity()
 }
 
+// Entries is the number of point entries in the segment.
+func (m *memTable) Entries() uint64 {
+	if m.flat != nil {
+		return uint64(m.flat.Len())
+	}
+	return m.skl.Count()
+}
+
 // Used is the bytes of data in the segment.
 func (m *memTable) Used() uint64 {
 	if m.flat != nil {

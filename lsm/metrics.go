@@ -40,6 +40,7 @@ type Metrics struct {
 	// memory they held since open.
 	MemtableCount     int
 	MemtableBytes     uint64
+	MemtableEntries   uint64
 	PeakMemtableBytes uint64
 	MemtablePolicy    MemtablePolicy
 	// InMemoryCompactions counts segments flattened or merged in memory;
@@ -86,6 +87,7 @@ func (d *DB) Metrics() Metrics {
 	for _, mt := range rs.memtables {
 		m.MemtableCount++
 		m.MemtableBytes += mt.Memory()
+		m.MemtableEntries += mt.Entries()
 	}
 	if rs.version != nil {
 		for l, files := range rs.version.levels {

@@ -39,11 +39,16 @@ type journalCfg struct {
 	rounds           int
 	readers, writers int
 	drop             time.Duration
+	// writeSizes are the sizes of the writers' files, one set of runs each:
+	// below the value threshold (4 KiB) data stays in the tree and reaches
+	// the disk through the journal alone; from it, a force also syncs the
+	// value log on the data disk.
+	writeSizes []int
 }
 
 var (
-	journalFull  = journalCfg{files: 20000, dur: 20 * time.Second, rounds: 3, readers: 8, writers: 4, drop: time.Second}
-	journalQuick = journalCfg{files: 2000, dur: 4 * time.Second, rounds: 1, readers: 8, writers: 4, drop: time.Second}
+	journalFull  = journalCfg{files: 50000, dur: 20 * time.Second, rounds: 3, readers: 8, writers: 4, drop: time.Second, writeSizes: []int{1024, 4096}}
+	journalQuick = journalCfg{files: 2000, dur: 4 * time.Second, rounds: 1, readers: 8, writers: 4, drop: time.Second, writeSizes: []int{1024, 4096}}
 )
 
 type journalSetup struct {
@@ -112,53 +117,57 @@ func journalRun(st *starter, jc journalCfg) (err error) {
 		readLatencySum time.Duration
 		readOps        uint64
 	}
-	res := make([]result, len(setups))
-	for r := range jc.rounds {
-		for k := range setups {
-			i := (k + r) % len(setups)
-			s := setups[i]
-			dropCaches()
-			j0, err := journalStats(s.dataDir)
-			if err != nil {
-				return err
-			}
-			reads, writes, lat, n, err := mixed(s.d.Mnt, jc, r)
-			if err != nil {
-				return fmt.Errorf("journal %s: %w", s.name, err)
-			}
-			j1, err := journalStats(s.dataDir)
-			if err != nil {
-				return err
-			}
-			res[i].reads = append(res[i].reads, reads)
-			res[i].writes = append(res[i].writes, writes)
-			res[i].forces += j1.Forces - j0.Forces
-			res[i].forceSec += j1.ForceSeconds - j0.ForceSeconds
-			res[i].readLatencySum += lat
-			res[i].readOps += n
-			fmt.Fprintf(os.Stderr, "  round %d %s: reads %.0f/s, fsync'ed creates %.0f/s\n", r+1, s.name, reads, writes)
-		}
-	}
-	fmt.Printf("## Separate journal: %d readers (random stat / 4 KiB O_DIRECT read of %s files) while %d writers create 4 KiB files with fsync\n\n",
+	fmt.Printf("## Separate journal: %d readers (random stat / 4 KiB O_DIRECT read of %s files of 4 KiB) while %d writers create small files with fsync\n\n",
 		jc.readers, commas(int64(jc.files)), jc.writers)
-	fmt.Printf("%v per run, %d rounds alternating a and b, median; host page cache dropped every %v.\n\n", jc.dur, jc.rounds, jc.drop)
-	fmt.Printf("| journal | reader ops/s | mean read op latency (µs) | writer files/s | journal forces/s | mean force (µs) |\n|---|---:|---:|---:|---:|---:|\n")
-	for i, s := range setups {
-		r := res[i]
-		total := jc.dur.Seconds() * float64(len(r.reads))
-		mf := 0.0
-		if r.forces > 0 {
-			mf = r.forceSec / float64(r.forces) * 1e6
+	fmt.Printf("%v per run, %d rounds alternating a and b, median; host page cache dropped every %v. Reader ops reach the daemon (statx AT_STATX_FORCE_SYNC, O_DIRECT). A force is lsmfs's journal force, which first syncs the value log when the batches it makes durable hold separated values (from 4 KiB).\n\n", jc.dur, jc.rounds, jc.drop)
+	fmt.Printf("| writers' files | journal | reader ops/s | mean reader op (µs) | writer files/s | journal forces/s | mean force (µs) |\n|---|---|---:|---:|---:|---:|---:|\n")
+	var summary []string
+	for _, ws := range jc.writeSizes {
+		res := make([]result, len(setups))
+		for r := range jc.rounds {
+			for k := range setups {
+				i := (k + r) % len(setups)
+				s := setups[i]
+				dropCaches()
+				j0, err := journalStats(s.dataDir)
+				if err != nil {
+					return err
+				}
+				reads, writes, lat, n, err := mixed(s.d.Mnt, jc, ws, r)
+				if err != nil {
+					return fmt.Errorf("journal %s: %w", s.name, err)
+				}
+				j1, err := journalStats(s.dataDir)
+				if err != nil {
+					return err
+				}
+				res[i].reads = append(res[i].reads, reads)
+				res[i].writes = append(res[i].writes, writes)
+				res[i].forces += j1.Forces - j0.Forces
+				res[i].forceSec += j1.ForceSeconds - j0.ForceSeconds
+				res[i].readLatencySum += lat
+				res[i].readOps += n
+				fmt.Fprintf(os.Stderr, "  %d B, round %d, %s: reads %.0f/s, fsync'ed creates %.0f/s\n", ws, r+1, s.name, reads, writes)
+			}
 		}
-		ml := 0.0
-		if r.readOps > 0 {
-			ml = float64(r.readLatencySum.Microseconds()) / float64(r.readOps)
+		for i, s := range setups {
+			r := res[i]
+			total := jc.dur.Seconds() * float64(len(r.reads))
+			mf := 0.0
+			if r.forces > 0 {
+				mf = r.forceSec / float64(r.forces) * 1e6
+			}
+			ml := 0.0
+			if r.readOps > 0 {
+				ml = float64(r.readLatencySum.Microseconds()) / float64(r.readOps)
+			}
+			fmt.Printf("| %d B | %s | %s | %.0f | %s | %.0f | %.0f |\n", ws, s.name, commas(int64(median(r.reads))), ml,
+				commas(int64(median(r.writes))), float64(r.forces)/total, mf)
 		}
-		fmt.Printf("| %s | %s | %.0f | %s | %.0f | %.0f |\n", s.name, commas(int64(median(r.reads))), ml,
-			commas(int64(median(r.writes))), float64(r.forces)/total, mf)
+		a, b := median(res[0].reads), median(res[1].reads)
+		summary = append(summary, fmt.Sprintf("writers' files of %d B: b/a reader ops/s **%.2f**, writer files/s %.2f", ws, b/a, median(res[1].writes)/median(res[0].writes)))
 	}
-	a, b := median(res[0].reads), median(res[1].reads)
-	fmt.Printf("\nb/a, reader ops/s: **%.2f**; writer files/s: %.2f\n\n", b/a, median(res[1].writes)/median(res[0].writes))
+	fmt.Printf("\n%s\n\n", strings.Join(summary, "; "))
 	return nil
 }
 
@@ -198,7 +207,7 @@ func syncfsPath(p string) error {
 
 // mixed runs the readers and writers for jc.dur and returns reader ops/s,
 // writer files/s, the summed reader latency and the reader op count.
-func mixed(mnt string, jc journalCfg, round int) (float64, float64, time.Duration, uint64, error) {
+func mixed(mnt string, jc journalCfg, size, round int) (float64, float64, time.Duration, uint64, error) {
 	var stop atomic.Bool
 	var readOps, writeOps atomic.Uint64
 	var latency atomic.Int64
@@ -220,7 +229,7 @@ func mixed(mnt string, jc journalCfg, round int) (float64, float64, time.Duratio
 				errs[jc.readers+w] = err
 				return
 			}
-			block := make([]byte, 4096)
+			block := make([]byte, size)
 			for i := 0; !stop.Load(); i++ {
 				if err := writeFile(filepath.Join(dir, fmt.Sprintf("f%07d", i)), block, true); err != nil {
 					errs[jc.readers+w] = err

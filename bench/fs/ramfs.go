@@ -28,6 +28,9 @@ type ramFS struct {
 	// Levers of ceiling variants (serve.go): killpriv handles
 	// CAP_HANDLE_KILLPRIV_V2's kill flags; the others answer ENOSYS.
 	killpriv, noFlush, noOpen, noOpendir bool
+	// noFlushRO sets FOPEN_NOFLUSH on read-only opens; cacheDir sets
+	// FOPEN_CACHE_DIR on directory opens.
+	noFlushRO, cacheDir bool
 
 	mu      sync.Mutex
 	nodes   map[uint64]*ramNode
@@ -549,6 +552,9 @@ func (fs *ramFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 	}
 	out.Fh = fs.openLocked(in.NodeId, n)
 	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	if fs.noFlushRO && in.Flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		out.OpenFlags |= fuse.FOPEN_NOFLUSH
+	}
 	return fuse.OK
 }
 
@@ -679,6 +685,9 @@ func (fs *ramFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 		return st
 	}
 	out.Fh = fs.openLocked(in.NodeId, n)
+	if fs.cacheDir {
+		out.OpenFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	}
 	return fuse.OK
 }
 

@@ -175,6 +175,8 @@ var levers = map[string]string{
 	"noflush":   "FLUSH answered ENOSYS (the kernel stops sending it)",
 	"noopen":    "OPEN answered ENOSYS (CAP_NO_OPEN_SUPPORT: no OPEN/RELEASE for files)",
 	"noopendir": "OPENDIR answered ENOSYS (CAP_NO_OPENDIR_SUPPORT)",
+	"noflushro": "FOPEN_NOFLUSH on read-only opens (no FLUSH at their close)",
+	"cachedir":  "FOPEN_CACHE_DIR|FOPEN_KEEP_CACHE on OPENDIR (the kernel caches listings)",
 	"rdpauto":   "CAP_READDIRPLUS_AUTO",
 	"nordp":     "no READDIRPLUS (DisableReadDirPlus)",
 	"wb":        "CAP_WRITEBACK_CACHE",
@@ -206,6 +208,10 @@ func serveCeiling(mnt, sock, leverList string, ready *os.File) error {
 			case "noopendir":
 				mo.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT
 				raw.noOpendir = true
+			case "noflushro":
+				raw.noFlushRO = true
+			case "cachedir":
+				raw.cacheDir = true
 			case "rdpauto":
 				mo.ExtraCapabilities |= fuse.CAP_READDIRPLUS_AUTO
 			case "nordp":

@@ -97,6 +97,7 @@ type result struct {
 	userBytes, diskBytes uint64
 	peakMem              uint64
 	meanMem              float64
+	bytesPerEntry        float64
 	treeBytes            uint64 // flush + compaction table bytes
 	flushes              uint64
 	writeOps, readOps    float64
@@ -153,8 +154,8 @@ func run(policy lsm.MemtablePolicy, style lsm.CompactionStyle) (result, error) {
 	// (b) churn with (c) reads.
 	hot := nfiles / 20
 	var lat []time.Duration
-	var memSum float64
-	memSamples := 0
+	var memSum, perEntrySum float64
+	memSamples, perEntrySamples := 0, 0
 	reads := 0
 	var readTime time.Duration
 	for i := 0; i < *flagUpdates; i++ {
@@ -185,8 +186,13 @@ func run(policy lsm.MemtablePolicy, style lsm.CompactionStyle) (result, error) {
 			reads++
 		}
 		if i%5000 == 0 {
-			memSum += float64(db.Metrics().MemtableBytes)
+			m := db.Metrics()
+			memSum += float64(m.MemtableBytes)
 			memSamples++
+			if m.MemtableEntries > 0 {
+				perEntrySum += float64(m.MemtableBytes) / float64(m.MemtableEntries)
+				perEntrySamples++
+			}
 		}
 		ino := 2 + ndirs + rng.Uint64N(hot)
 		b.Reset()
@@ -205,6 +211,7 @@ func run(policy lsm.MemtablePolicy, style lsm.CompactionStyle) (result, error) {
 	res.diskBytes = wchar() - w0
 	res.peakMem = m.PeakMemtableBytes
 	res.meanMem = memSum / float64(memSamples)
+	res.bytesPerEntry = perEntrySum / float64(perEntrySamples)
 	res.treeBytes = m.FlushBytes + m.CompactionBytes
 	res.flushes = m.Flushes
 	res.memMerges = m.InMemoryMerges
@@ -219,8 +226,8 @@ func main() {
 	flag.Parse()
 	fmt.Printf("%d files in %d dirs, %d hot-inode updates (5%% of inodes), memtable_size=%dMiB inmemory_flush_size=%dMiB, GOMAXPROCS=%d\n\n",
 		*flagFiles, *flagDirs, *flagUpdates, *flagMemtable>>20, *flagInMem>>20, runtime.GOMAXPROCS(0))
-	fmt.Println("| style | policy | user MB | disk MB | write amp | vs none | tree write amp | vs none | peak memtable MiB | mean memtable MiB | vs none | flushes | in-mem merges | write ops/s | read ops/s | p99 read µs |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| style | policy | user MB | disk MB | write amp | vs none | tree write amp | vs none | peak memtable MiB | mean memtable MiB | memtable bytes/entry | vs none | flushes | in-mem merges | write ops/s | read ops/s | p99 read µs |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, style := range strings.Split(*flagStyles, ",") {
 		var base *result
 		for _, p := range strings.Split(*flagPolicies, ",") {
@@ -239,9 +246,9 @@ func main() {
 			bwa := float64(base.diskBytes) / float64(base.userBytes)
 			twa := float64(r.treeBytes) / float64(r.userBytes)
 			btwa := float64(base.treeBytes) / float64(base.userBytes)
-			fmt.Printf("| %s | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %d | %d | %.0f | %.0f | %.0f |\n",
+			fmt.Printf("| %s | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.0f | %.2f | %d | %d | %.0f | %.0f | %.0f |\n",
 				style, p, float64(r.userBytes)/1e6, float64(r.diskBytes)/1e6, wa, wa/bwa, twa, twa/btwa,
-				float64(r.peakMem)/(1<<20), r.meanMem/(1<<20), r.meanMem/base.meanMem, r.flushes, r.memMerges,
+				float64(r.peakMem)/(1<<20), r.meanMem/(1<<20), r.bytesPerEntry, r.bytesPerEntry/base.bytesPerEntry, r.flushes, r.memMerges,
 				r.writeOps, r.readOps, float64(r.p99.Microseconds()))
 		}
 	}

@@ -1,0 +1,226 @@
+package lsm
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/lsmfs/lsmfs/lsm/internal/base"
+	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
+	"github.com/lsmfs/lsmfs/lsm/internal/vlog"
+)
+
+// CheckReport is what Check found in the engine's files.
+type CheckReport struct {
+	// Problems lists damage, one sentence each (at most maxCheckProblems;
+	// Omitted counts the rest).
+	Problems []string
+	Omitted  int
+	// Notes are findings that are not damage: garbage files left by a
+	// crash (a writable open removes them), a torn journal tail.
+	Notes []string
+	// Garbage names the files the manifest does not reference, which a
+	// writable Open removes.
+	Garbage []string
+
+	Tables        int
+	TableBytes    uint64
+	TableEntries  uint64
+	Pointers      uint64 // live value-log pointers, each read and checksummed
+	PointerBytes  uint64
+	VlogSegments  int
+	JournalFrames int // frames after the checkpoint, each checksummed at Open
+	JournalRecord uint64
+}
+
+const maxCheckProblems = 10000
+
+// OK reports whether Check found no damage.
+func (r *CheckReport) OK() bool { return len(r.Problems) == 0 && r.Omitted == 0 }
+
+func (r *CheckReport) addf(format string, args ...any) {
+	if len(r.Problems) >= maxCheckProblems {
+		r.Omitted++
+		return
+	}
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// String is a summary line followed by a line per problem and note.
+func (r *CheckReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "engine: tables=%d (%d bytes, %d entries) vlog_segments=%d pointers=%d (%d bytes) journal_frames=%d (%d records) garbage_files=%d\n",
+		r.Tables, r.TableBytes, r.TableEntries, r.VlogSegments, r.Pointers, r.PointerBytes, r.JournalFrames, r.JournalRecord, len(r.Garbage))
+	for _, p := range r.Problems {
+		b.WriteString("problem: " + p + "\n")
+	}
+	if r.Omitted > 0 {
+		fmt.Fprintf(&b, "... and %d more problems\n", r.Omitted)
+	}
+	for _, n := range r.Notes {
+		b.WriteString("note: " + n + "\n")
+	}
+	return b.String()
+}
+
+// Check verifies the engine's files and returns every problem it finds
+// (it is the library behind `lsmfs fsck`, with fs.Check for the keyspace):
+//
+//   - every table of the current version: each block's checksum (the whole
+//     table is read), entries in order, and every key within the bounds the
+//     manifest records; in levels >= 1, tables sorted and disjoint;
+//   - every live value-log pointer: the value is read and its checksum
+//     compared (a pointer to a missing segment or past its end is damage);
+//   - the manifest and the journal frames after the checkpoint were
+//     checksummed by Open (a torn journal tail is a note, as is a torn
+//     manifest record: both are what a crash leaves);
+//   - files the manifest does not name are listed as garbage (a crash
+//     leaves them; a writable open removes them).
+//
+// Open already refuses an engine whose manifest, table footers and
+// indexes, or live journal are damaged; Check finds damage in the bytes
+// Open does not read. It returns an error only when it cannot run at all.
+func (d *DB) Check() (CheckReport, error) {
+	var r CheckReport
+	if err := d.checkOpen(); err != nil {
+		return r, err
+	}
+	rs := d.loadReadState()
+	defer rs.unref()
+	v := rs.version
+	if v == nil {
+		return r, ErrClosed
+	}
+	for l, files := range v.levels {
+		for i, f := range files {
+			d.checkTable(&r, l, f)
+			if l > 0 && i > 0 {
+				prev := files[i-1]
+				if c := bytes.Compare(prev.Largest, f.Smallest); c > 0 || c == 0 && !prev.LargestExclusive {
+					r.addf("level %d: tables %s and %s overlap", l, tableFileName(prev.FileNum), tableFileName(f.FileNum))
+				}
+			}
+		}
+	}
+	d.checkPointers(&r)
+
+	d.mu.Lock()
+	r.VlogSegments = len(d.mu.versions.vlog)
+	d.mu.Unlock()
+	if d.wal != nil {
+		rec := d.wal.Recovery()
+		r.JournalFrames, r.JournalRecord = rec.Frames, rec.Records
+		if rec.TailErr != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("journal: the last frame was torn by a crash and ignored: %v", rec.TailErr))
+		}
+	}
+	d.listGarbage(&r)
+	return r, nil
+}
+
+// checkTable reads every entry of one table.
+func (d *DB) checkTable(r *CheckReport, level int, f *tableMeta) {
+	name := tableFileName(f.FileNum)
+	r.Tables++
+	r.TableBytes += f.Size
+	rd, release, err := d.tableCache.get(f.FileNum)
+	if err != nil {
+		r.addf("table %s (L%d): %v", name, level, err)
+		return
+	}
+	defer release()
+	it := rd.NewIter()
+	defer it.Close()
+	var prev base.InternalKey
+	var prevBuf []byte
+	first := true
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		r.TableEntries++
+		if !first && base.CompareInternal(prev, k) >= 0 {
+			r.addf("table %s: entries out of order at %q", name, k.UserKey)
+			return
+		}
+		if bytes.Compare(k.UserKey, f.Smallest) < 0 || bytes.Compare(k.UserKey, f.Largest) > 0 ||
+			f.LargestExclusive && bytes.Equal(k.UserKey, f.Largest) {
+			r.addf("table %s: key %q outside the bounds the manifest records [%q, %q]", name, k.UserKey, f.Smallest, f.Largest)
+			return
+		}
+		prevBuf = append(prevBuf[:0], k.UserKey...)
+		prev = base.MakeInternalKey(prevBuf, k.Seq(), k.Kind())
+		first = false
+	}
+	if err := it.Error(); err != nil {
+		r.addf("table %s (L%d): %v", name, level, err)
+	}
+}
+
+// checkPointers reads the value of every live pointer.
+func (d *DB) checkPointers(r *CheckReport) {
+	it := d.NewIter(nil)
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if it.rawKind != base.KindValuePointer {
+			continue
+		}
+		r.Pointers++
+		p, err := vlog.DecodePointer(it.raw)
+		if err != nil {
+			r.addf("key %q: bad value pointer: %v", it.Key(), err)
+			continue
+		}
+		r.PointerBytes += uint64(p.Len)
+		if _, err := d.readPointer(it.raw); err != nil {
+			r.addf("key %q: value pointer %s: %v", it.Key(), p, err)
+		}
+	}
+	if err := it.Error(); err != nil {
+		r.addf("scan of the keyspace stopped: %v", err)
+	}
+}
+
+// listGarbage lists the files of the directory the manifest does not name.
+func (d *DB) listGarbage(r *CheckReport) {
+	names, err := d.opts.FS.List(d.dirname)
+	if err != nil {
+		r.addf("list %s: %v", d.dirname, err)
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	vs := d.mu.versions
+	for _, name := range names {
+		switch {
+		case strings.HasSuffix(name, ".sst"):
+			if n, ok := fileNum(name, ".sst"); ok && vs.files[n] == nil {
+				r.Garbage = append(r.Garbage, name)
+			}
+		case strings.HasPrefix(name, "MANIFEST-"):
+			if name != manifest.FileName(vs.manifestNum) {
+				r.Garbage = append(r.Garbage, name)
+			}
+		case name == "CURRENT.tmp":
+			r.Garbage = append(r.Garbage, name)
+		case strings.HasSuffix(name, ".vlog"):
+			n, ok := fileNum(name, ".vlog")
+			if !ok || vs.vlog[n] != nil || n == d.vlogActive.Load() {
+				continue
+			}
+			// Not sealed in the manifest: the active segment at the
+			// last crash (sealed at the next writable open), or one
+			// whose header never reached the disk.
+			size, err := vlog.ValidSize(d.opts.FS, d.dirname, n)
+			switch {
+			case err != nil:
+				r.addf("value-log segment %s: %v", name, err)
+			case size == 0:
+				r.Garbage = append(r.Garbage, name)
+			default:
+				r.Notes = append(r.Notes, fmt.Sprintf("value-log segment %s was active at a crash (%d valid bytes); a writable open seals it", name, size))
+			}
+		}
+	}
+	if len(r.Garbage) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("files the manifest does not name (left by a crash; removed at the next writable open): %s", strings.Join(r.Garbage, " ")))
+	}
+}
