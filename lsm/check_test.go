@@ -71,28 +71,34 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("garbage not listed (or taken for damage):\n%s", r.String())
 	}
 
-	// A flipped byte in a data block of each table, and in the middle of
-	// each value-log segment.
+	count := func(r lsm.CheckReport) (tables, pointers int) {
+		for _, p := range r.Problems {
+			switch {
+			case strings.HasPrefix(p, "table "):
+				tables++
+			case strings.Contains(p, "value pointer"):
+				pointers++
+			}
+		}
+		return tables, pointers
+	}
+	// A flipped byte in the middle of each value-log segment.
+	for _, name := range filesWith(t, mem, ".vlog") {
+		size, _ := mem.Stat(name)
+		flipByte(t, mem, name, size.Size()/2, 0x5a)
+	}
+	r = check("damaged value log")
+	if tables, pointers := count(r); tables != 0 || pointers == 0 {
+		t.Fatalf("value-log damage not found (tables %d, pointers %d):\n%s", tables, pointers, r.String())
+	}
+	// And in a data block of each table.
 	for _, name := range filesWith(t, mem, ".sst") {
 		if !strings.HasSuffix(name, "999999.sst") {
 			flipByte(t, mem, name, 20, 0x5a)
 		}
 	}
-	for _, name := range filesWith(t, mem, ".vlog") {
-		size, _ := mem.Stat(name)
-		flipByte(t, mem, name, size.Size()/2, 0x5a)
-	}
-	r = check("damaged")
-	var tables, pointers int
-	for _, p := range r.Problems {
-		switch {
-		case strings.HasPrefix(p, "table "):
-			tables++
-		case strings.Contains(p, "value pointer"):
-			pointers++
-		}
-	}
-	if tables == 0 || pointers == 0 {
-		t.Fatalf("damage not found (tables %d, pointers %d):\n%s", tables, pointers, r.String())
+	r = check("damaged tables")
+	if tables, _ := count(r); tables == 0 {
+		t.Fatalf("table damage not found:\n%s", r.String())
 	}
 }

@@ -311,3 +311,16 @@ func keepSmall(b []byte) []byte {
 	}
 	return b[:0]
 }
+
+// CheckBlocks reads every data block (checksum, decompression, entry
+// order) and calls fn for each block that fails, so that a checker can
+// report all damage instead of stopping at the first bad block.
+func (r *Reader) CheckBlocks(fn func(block int, err error)) {
+	it := r.NewIter()
+	defer it.Close()
+	for i := 0; i < r.index.len(); i++ {
+		if _, err := it.readDataBlock(i); err != nil {
+			fn(i, err)
+		}
+	}
+}
