@@ -78,11 +78,16 @@ type ckInode struct {
 //     left is an orphan (and every orphan key names such an inode);
 //   - directories form a tree: one name each, parent pointers that match it
 //     and lead to the root;
-//   - no data block lies beyond its file's size, no block is longer than
-//     the block size, and the inode's stored-bytes count equals the sum of
-//     its blocks; only regular files have blocks, only symlinks targets
-//     (of length size), and each inode's xattr count matches its keys;
+//   - no data block lies beyond its file's size (there is no exception for
+//     preallocation: fallocate stores no blocks, KEEP_SIZE reserves
+//     nothing), no block is longer than the block size, and the inode's
+//     stored-bytes count equals the sum of its blocks; only regular files
+//     have blocks, only symlinks targets (of length size), and each inode's
+//     xattr count matches its keys;
 //   - ACL xattrs decode, and only directories have a default ACL.
+//
+// Value-log pointers, table and journal checksums are the engine's part:
+// lsm.DB.Check. Repair (repair.go) fixes what can be fixed safely.
 //
 // It returns an error only when it cannot read the keyspace (or finds no
 // superblock); every inconsistency goes into the Report.
