@@ -70,15 +70,15 @@ func TestRepair(t *testing.T) {
 	b.Set(orphanKey(file), nil) // file has names
 	b.Set(xattrKey(6161, "user.x"), nil)
 	b.Set(symlinkKey(6262), []byte("target"))
-	b.Set([]byte("Zzz"), nil)                                   // left: no family
-	b.Set(inodeKey(8080), []byte{1, 2, 3})                      // left: undecodable
-	b.Set(inodeKey(1<<40), reg(0, 0))                           // unlinked, no orphan key: reclaimed
-	b.Set(inodeKey(3000), reg(1, 3))                            // no name: lost+found
-	b.Set(blockKey(3000, 0), []byte("abc"))                     //
-	b.Set(inodeKey(3001), reg(0, 0))                            // an orphan: reclaimed
-	b.Set(orphanKey(3001), nil)                                 //
-	b.Set(inodeKey(3002), dir(3003))                            // a parent loop: lost+found
-	b.Set(inodeKey(3003), dir(3002))                            //
+	b.Set([]byte("Zzz"), nil)               // left: no family
+	b.Set(inodeKey(8080), []byte{1, 2, 3})  // left: undecodable
+	b.Set(inodeKey(1<<40), reg(0, 0))       // unlinked, no orphan key: reclaimed
+	b.Set(inodeKey(3000), reg(1, 3))        // no name: lost+found
+	b.Set(blockKey(3000, 0), []byte("abc")) //
+	b.Set(inodeKey(3001), reg(0, 0))        // an orphan: reclaimed
+	b.Set(orphanKey(3001), nil)             //
+	b.Set(inodeKey(3002), dir(3003))        // a parent loop: lost+found
+	b.Set(inodeKey(3003), dir(3002))        //
 	b.Set(dentryKey(3002, "b"), encodeDentry(dentry{Ino: 3003, Type: syscall.S_IFDIR >> 12}))
 	b.Set(dentryKey(3003, "a"), encodeDentry(dentry{Ino: 3002, Type: syscall.S_IFDIR >> 12}))
 	b.Set(dentryKey(1, "second-name-of-d"), encodeDentry(dentry{Ino: d, Type: syscall.S_IFDIR >> 12}))
