@@ -13,6 +13,9 @@ const (
 	exitFailure = 1
 	// exitUsage: bad command line or -o options.
 	exitUsage = 2
+	// exitFsckFixed: fsck --repair corrected problems and none is left
+	// (e2fsck's 1).
+	exitFsckFixed = 1
 	// exitFsckErrors: fsck found problems and left them uncorrected
 	// (e2fsck's 4).
 	exitFsckErrors = 4

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lsmfs/lsmfs/lsm"
+)
+
+// TestFsckRepair damages the keyspace of a data directory (an entry naming
+// a missing inode, an orphan key of a missing inode, an unreachable file)
+// and leaves a garbage table: fsck exits 4 and changes nothing; fsck
+// --repair says what it changed and exits 1; fsck then exits 0.
+func TestFsckRepair(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if _, stderr, err := runArgs("mkfs", "--journal-size", "8M", dir); err != nil {
+		t.Fatalf("mkfs: %v: %s", err, stderr)
+	}
+	db, err := lsm.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keys by the on-disk format (fs/keys.go, fs/values.go).
+	u64 := func(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+	dentryKey := func(parent uint64, name string) []byte { return append(u64([]byte{'D'}, parent), name...) }
+	dentryVal := func(ino uint64, typ byte) []byte { return append(u64([]byte{1}, ino), typ) }
+	inodeVal := func(mode, nlink uint32, size uint64) []byte {
+		v := []byte{1}
+		for _, x := range []uint32{mode, 0, 0, nlink, 0, 0} {
+			v = binary.BigEndian.AppendUint32(v, x)
+		}
+		for _, x := range []uint64{size, 0, 0, 1, 1, 1, 1} {
+			v = u64(v, x)
+		}
+		return binary.BigEndian.AppendUint32(v, 0)
+	}
+	b := lsm.NewBatch()
+	b.Set(dentryKey(1, "dangling"), dentryVal(777, 8))
+	b.Set(u64([]byte{'O'}, 5151), nil)
+	b.Set(u64([]byte{'I'}, 40), inodeVal(0o100644, 1, 0)) // no name
+	if err := db.Apply(b, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "999999.sst"), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, _, err := runArgs("fsck", dir)
+	if exitCode(err) != exitFsckErrors || !strings.Contains(out, `names missing inode 777`) || !strings.Contains(out, "999999.sst") {
+		t.Fatalf("fsck of a damaged filesystem: exit %d (%v):\n%s", exitCode(err), err, out)
+	}
+	out, _, err = runArgs("fsck", "--repair", dir)
+	t.Logf("fsck --repair:\n%s", out)
+	if exitCode(err) != exitFsckFixed {
+		t.Fatalf("fsck --repair: exit %d (%v), want 1", exitCode(err), err)
+	}
+	for _, want := range []string{
+		"repaired: removed garbage file 999999.sst",
+		`repaired: removed dentry 1/"dangling"`,
+		"repaired: removed orphan key of missing inode 5151",
+		"repaired: linked unreachable inode 40 into /lost+found/#40",
+		"after repair",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fsck --repair did not say %q", want)
+		}
+	}
+	if out, _, err := runArgs("fsck", dir); err != nil || !strings.Contains(out, "orphans=0") {
+		t.Fatalf("fsck after repair: %v\n%s", err, out)
+	}
+	if out, _, err := runArgs("fsck", "--repair", dir); err != nil || strings.Contains(out, "repaired:") {
+		t.Fatalf("fsck --repair of a clean filesystem: %v\n%s", err, out)
+	}
+}
