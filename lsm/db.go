@@ -26,6 +26,7 @@ type DB struct {
 	wal        *journal.Journal
 	cache      *blockcache.Cache
 	ownCache   bool
+	cacheNS    uint64 // see Open: set when the cache is shared
 	tableCache *tableCache
 	readStats  sstable.ReaderStats
 
@@ -87,6 +88,9 @@ type DB struct {
 	vlogR *vlog.Reader
 	// vlogActive is the active segment's number.
 	vlogActive atomic.Uint64
+	// vlogLeftovers are files of segments the manifest says were deleted,
+	// found at open (removed once Open has checked everything).
+	vlogLeftovers []uint64
 	// vlogGone lists segments the cleaner removed in this process, so that a
 	// read racing with a removal can be retried.
 	vlogGone struct {
@@ -401,16 +405,26 @@ func (d *DB) journalRoom(b *Batch) error {
 
 // Get returns a copy of the value of key, or ErrNotFound.
 func (d *DB) Get(key []byte) ([]byte, error) {
-	v, err := d.getAt(key, d.visibleSeq.Load())
+	v, err := d.getCurrent(key)
 	if errors.Is(err, errSegmentGone) {
 		// The value moved while we read it: read the current version.
-		v, err = d.getAt(key, d.visibleSeq.Load())
+		v, err = d.getCurrent(key)
 	}
 	return v, err
 }
 
-func (d *DB) getAt(key []byte, snap base.SeqNum) ([]byte, error) {
-	kind, raw, found, err := d.getInternal(key, snap)
+// getCurrent reads key at the newest visible sequence number. The read
+// state is loaded before the sequence number: the read state then holds a
+// prefix of the batches at or below it (a flush cannot have dropped a
+// version that the sequence number still needs).
+func (d *DB) getCurrent(key []byte) ([]byte, error) {
+	rs := d.loadReadState()
+	defer rs.unref()
+	return d.getAt(rs, key, d.visibleSeq.Load())
+}
+
+func (d *DB) getAt(rs *readState, key []byte, snap base.SeqNum) ([]byte, error) {
+	kind, raw, found, err := d.getInternal(rs, key, snap)
 	if err != nil {
 		return nil, err
 	}
@@ -430,9 +444,7 @@ func (d *DB) getAt(key []byte, snap base.SeqNum) ([]byte, error) {
 // getInternal returns the kind and a copy of the stored value of the
 // newest live entry for key at snap (a pointer entry's value is the
 // pointer). found is false for a missing or deleted key.
-func (d *DB) getInternal(key []byte, snap base.SeqNum) (kind base.Kind, raw []byte, found bool, err error) {
-	rs := d.loadReadState()
-	defer rs.unref()
+func (d *DB) getInternal(rs *readState, key []byte, snap base.SeqNum) (kind base.Kind, raw []byte, found bool, err error) {
 	if rs.version == nil {
 		return 0, nil, false, ErrClosed
 	}
@@ -532,23 +544,26 @@ func (d *DB) resolveValue(k base.InternalKey, v []byte) ([]byte, error) {
 
 // NewIter returns an iterator over the current state.
 func (d *DB) NewIter(o *IterOptions) *Iterator {
+	// The read state before the sequence number (see getCurrent); and the
+	// sequence number registered, in the same critical section that reads
+	// it, so the value-log cleaner keeps what the iterator may read.
+	rs := d.loadReadState()
 	if d.vlogR == nil {
-		return d.newIterAt(o, d.visibleSeq.Load(), false)
+		return d.newIterAt(rs, o, d.visibleSeq.Load(), false)
 	}
-	// Register the sequence number the iterator reads at, in the same
-	// critical section that reads it, so the cleaner keeps what it needs.
 	d.mu.Lock()
 	snap := d.visibleSeq.Load()
 	d.mu.iterSeqs[snap]++
 	d.mu.Unlock()
-	return d.newIterAt(o, snap, true)
+	return d.newIterAt(rs, o, snap, true)
 }
 
-func (d *DB) newIterAt(o *IterOptions, snap base.SeqNum, registered bool) *Iterator {
+// newIterAt returns an iterator over rs (whose reference it takes over) at
+// snap; registered says snap is counted in d.mu.iterSeqs.
+func (d *DB) newIterAt(rs *readState, o *IterOptions, snap base.SeqNum, registered bool) *Iterator {
 	if o == nil {
 		o = &IterOptions{}
 	}
-	rs := d.loadReadState()
 	it := &Iterator{db: d, rs: rs, snap: snap, lower: o.LowerBound, upper: o.UpperBound, registered: registered}
 	if rs.version == nil {
 		it.err = ErrClosed
@@ -606,10 +621,17 @@ func cloneTombstones(ts []base.RangeTombstone) []base.RangeTombstone {
 	return out
 }
 
-// SyncJournal makes every batch applied so far durable.
+// SyncJournal makes every batch applied so far durable. After a failure
+// (fail-stop) it returns the sticky error: what was applied may be lost.
 func (d *DB) SyncJournal() error {
-	if err := d.checkOpen(); err != nil {
-		return err
+	d.mu.Lock()
+	closed, bgErr := d.mu.closed, d.mu.bgErr
+	d.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if bgErr != nil {
+		return bgErr
 	}
 	if d.opts.ReadOnly {
 		return nil

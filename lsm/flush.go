@@ -56,19 +56,28 @@ func (d *DB) flushQueued() error {
 		m.flushing = true
 	}
 	d.mu.flushRequested = false
-	snapshots := d.mu.snapshots.seqs()
 	d.mu.Unlock()
 	if len(mems) == 0 {
 		return nil
 	}
+	// The snapshot list is read after every insert into the inputs ended:
+	// visibleSeq then covers the inputs, so a snapshot taken later sees all
+	// of them (top stripe) and one taken earlier is in the list.
+	var lsn uint64
+	var maxSeq base.SeqNum
+	for _, m := range mems {
+		m.writers.Wait()
+		lsn, maxSeq = max(lsn, m.lsn), max(maxSeq, m.maxSeq)
+	}
+	d.mu.Lock()
+	snapshots := d.mu.snapshots.seqs()
+	d.mu.Unlock()
 	var iters []mergeInput
 	var tombs []base.RangeTombstone
 	for _, m := range mems {
-		m.writers.Wait()
 		iters = append(iters, m.NewIter())
 		tombs = append(tombs, m.Tombstones()...)
 	}
-	last := mems[len(mems)-1]
 	miter := newMergingIter(iters)
 	c := newCompactionIter(miter, snapshots, fragment(tombs), false)
 	outputs, written, err := d.writeTables(c, math.MaxUint64)
@@ -84,7 +93,7 @@ func (d *DB) flushQueued() error {
 			return err
 		}
 	}
-	e := &manifest.Edit{LastSeq: last.maxSeq, JournalLSN: last.lsn}
+	e := &manifest.Edit{LastSeq: maxSeq, JournalLSN: lsn}
 	for _, f := range outputs {
 		e.Added = append(e.Added, manifest.NewFile{Level: 0, Meta: f})
 	}
@@ -102,9 +111,9 @@ func (d *DB) flushQueued() error {
 	d.mu.Unlock()
 	d.metrics.flushes.Add(1)
 	d.metrics.flushBytes.Add(written)
-	if last.lsn > 0 {
-		if err := d.wal.Checkpoint(last.lsn); err != nil {
-			return fmt.Errorf("checkpoint journal at lsn %d: %w", last.lsn, err)
+	if lsn > 0 {
+		if err := d.wal.Checkpoint(lsn); err != nil {
+			return fmt.Errorf("checkpoint journal at lsn %d: %w", lsn, err)
 		}
 	}
 	d.relieveJournalPressure()
@@ -121,10 +130,12 @@ func (d *DB) relieveJournalPressure() {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.mu.closed || d.mu.bgErr != nil || d.mu.flushing {
-		// A running flush checks again when it ends.
+	if d.mu.closed || d.mu.bgErr != nil {
 		return
 	}
+	// Even while a flush runs: it picks up the request when it ends (a
+	// pressure signal must never be dropped, or a writer waiting for ring
+	// space with the commit lock held waits forever).
 	if !d.mu.mem.mutable.Empty() {
 		d.rotateLocked(0)
 	}

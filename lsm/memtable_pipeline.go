@@ -172,9 +172,8 @@ func (d *DB) maybeScheduleMemCompactionLocked() {
 			for _, m := range job.inputs {
 				m.compacting = true
 			}
-			snapshots := d.mu.snapshots.seqs()
 			d.mu.Unlock()
-			d.runMemCompaction(job, snapshots)
+			d.runMemCompaction(job)
 		}
 	}()
 }
@@ -213,10 +212,17 @@ func (d *DB) pickMemCompactionLocked() *memCompaction {
 
 // runMemCompaction builds the replacement segment and installs it if no
 // flush took the inputs meanwhile.
-func (d *DB) runMemCompaction(job *memCompaction, snapshots []base.SeqNum) {
+func (d *DB) runMemCompaction(job *memCompaction) {
+	var lsn uint64
+	var maxSeq base.SeqNum
 	for _, m := range job.inputs {
 		m.writers.Wait()
+		lsn, maxSeq = max(lsn, m.lsn), max(maxSeq, m.maxSeq)
 	}
+	// Read after the inserts ended (see flushQueued).
+	d.mu.Lock()
+	snapshots := d.mu.snapshots.seqs()
+	d.mu.Unlock()
 	var b memtable.FlatBuilder
 	var tombs []base.RangeTombstone
 	var iters []base.InternalIterator
@@ -243,8 +249,7 @@ func (d *DB) runMemCompaction(job *memCompaction, snapshots []base.SeqNum) {
 		outTombs = tombs
 	}
 	miter.Close()
-	last := job.inputs[len(job.inputs)-1]
-	out := &memTable{flat: b.Finish(outTombs), lsn: last.lsn, maxSeq: last.maxSeq}
+	out := &memTable{flat: b.Finish(outTombs), lsn: lsn, maxSeq: maxSeq}
 
 	// Adaptive: measure the duplicate share of a newly flattened segment
 	// against itself and the older pipeline segments.

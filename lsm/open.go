@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -175,14 +176,19 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 
 	if o.Cache != nil {
+		// A cache shared with other engines: keys are (file number,
+		// offset), and file numbers are per engine, so this engine's file
+		// numbers get high bits of their own (file numbers stay far below
+		// 2^40).
 		d.cache = o.Cache
+		d.cacheNS = (rand.Uint64() | 1) << 40
 	} else if o.CacheSize > 0 {
 		if d.cache, err = blockcache.New(o.CacheSize); err != nil {
 			return nil, fmt.Errorf("open %s: block cache: %w", dir, err)
 		}
 		d.ownCache = true
 	}
-	d.tableCache = newTableCache(o.FS, dir, d.cache, &d.readStats, 10000)
+	d.tableCache = newTableCache(o.FS, dir, d.cache, d.cacheNS, &d.readStats, 10000)
 	// Check every table's footer, index, filter, tombstones and properties
 	// (their checksums) before anything is written.
 	for _, f := range vs.files {
@@ -204,7 +210,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: replay journal: %w", dir, err)
 	}
 
-	if !o.ReadOnly && o.ValueThreshold >= 0 {
+	if !o.ReadOnly {
 		if err := d.startValueLogWriter(); err != nil {
 			return nil, fmt.Errorf("open %s: %w", dir, err)
 		}

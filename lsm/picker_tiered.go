@@ -121,6 +121,12 @@ func (d *DB) setupTieredLocked(runs []sortedRun, i, j int, reason string) *compa
 // compaction under the tiered style). d.mu is held; it is released while
 // the compaction runs.
 func (d *DB) compactAllRunsLocked() error {
+	if d.mu.closed || d.mu.closing {
+		return ErrClosed
+	}
+	if d.mu.bgErr != nil {
+		return d.mu.bgErr
+	}
 	runs := d.runsLocked()
 	if len(runs) == 0 || (len(runs) == 1 && runs[0].level == numLevels-1) {
 		return nil

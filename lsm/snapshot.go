@@ -59,12 +59,25 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	return s.db.getAt(key, s.seq)
+	rs := s.db.loadReadState()
+	defer rs.unref()
+	return s.db.getAt(rs, key, s.seq)
 }
 
 // NewIter returns an iterator over the snapshot.
 func (s *Snapshot) NewIter(o *IterOptions) *Iterator {
-	it := s.db.newIterAt(o, s.seq, false)
+	// Registered on its own: the iterator may outlive the snapshot, and the
+	// value-log cleaner must keep what it reads.
+	d := s.db
+	rs := d.loadReadState()
+	registered := false
+	if d.vlogR != nil {
+		d.mu.Lock()
+		d.mu.iterSeqs[s.seq]++
+		d.mu.Unlock()
+		registered = true
+	}
+	it := d.newIterAt(rs, o, s.seq, registered)
 	if s.closed && it.err == nil {
 		it.err = ErrClosed
 	}

@@ -19,6 +19,7 @@ type tableCache struct {
 	fs       vfs.FS
 	dirname  string
 	cache    *blockcache.Cache
+	cacheNS  uint64 // ORed into cache keys' file numbers (shared caches)
 	stats    *sstable.ReaderStats
 	capacity int
 
@@ -39,8 +40,8 @@ type tableEntry struct {
 	evicted bool
 }
 
-func newTableCache(fs vfs.FS, dirname string, cache *blockcache.Cache, stats *sstable.ReaderStats, capacity int) *tableCache {
-	c := &tableCache{fs: fs, dirname: dirname, cache: cache, stats: stats, capacity: capacity}
+func newTableCache(fs vfs.FS, dirname string, cache *blockcache.Cache, cacheNS uint64, stats *sstable.ReaderStats, capacity int) *tableCache {
+	c := &tableCache{fs: fs, dirname: dirname, cache: cache, cacheNS: cacheNS, stats: stats, capacity: capacity}
 	c.mu.m = map[uint64]*tableEntry{}
 	return c
 }
@@ -96,7 +97,7 @@ func (c *tableCache) open(fileNum uint64) (*sstable.Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("open sstable %s: %w", name, err)
 	}
-	r, err := sstable.Open(f, size, sstable.ReaderOptions{Cache: c.cache, FileNum: fileNum, FileName: name, Stats: c.stats})
+	r, err := sstable.Open(f, size, sstable.ReaderOptions{Cache: c.cache, FileNum: fileNum | c.cacheNS, FileName: name, Stats: c.stats})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open sstable %s: %w", name, err)

@@ -32,7 +32,7 @@ import (
 // writer on a new segment. d.mu.versions is loaded; the DB is not shared.
 func (d *DB) openValueLog() error {
 	vs := d.mu.versions
-	d.vlogR = vlog.NewReader(d.opts.FS, d.dirname, d.cache)
+	d.vlogR = vlog.NewReader(d.opts.FS, d.dirname, d.cache, d.cacheNS)
 	names, err := d.opts.FS.List(d.dirname)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", d.dirname, err)
@@ -46,6 +46,12 @@ func (d *DB) openValueLog() error {
 		}
 		present[num] = true
 		maxNum = max(maxNum, num)
+		if vs.vlogDeleted[num] {
+			// Cleaned, but the removal did not reach the disk before a
+			// crash: removed once Open has checked everything.
+			d.vlogLeftovers = append(d.vlogLeftovers, num)
+			continue
+		}
 		if vs.vlog[num] != nil || d.opts.ReadOnly {
 			continue
 		}
@@ -75,9 +81,17 @@ func (d *DB) openValueLog() error {
 	return nil
 }
 
-// startValueLogWriter starts a new active segment (the first write of
-// Open, after everything was checked).
+// startValueLogWriter removes segments the cleaner deleted but a crash left
+// behind, and starts a new active segment (the first writes of Open, after
+// everything was checked).
 func (d *DB) startValueLogWriter() error {
+	if err := d.removeSegmentFiles(d.vlogLeftovers); err != nil {
+		return err
+	}
+	d.vlogLeftovers = nil
+	if d.opts.ValueThreshold < 0 {
+		return nil
+	}
 	var err error
 	d.vlogW, err = vlog.NewWriter(d.opts.FS, d.dirname, d.opts.VlogSegmentSize,
 		func() uint64 {
@@ -358,19 +372,30 @@ func (d *DB) cleanValueLog(threshold float64, n int, background bool) (int, erro
 	segs := d.pickCleanLocked(threshold, n)
 	d.mu.Unlock()
 	cleaned := 0
+	var err error
 	for _, seg := range segs {
-		if err := d.checkOpen(); err != nil {
-			return cleaned, err
+		if err = d.checkOpen(); err != nil {
+			break
 		}
-		if err := d.cleanSegment(seg, background); err != nil {
-			return cleaned, err
+		if serr := d.cleanSegment(seg, background); serr != nil {
+			err = serr
+			if errors.Is(serr, ErrNoSpace) {
+				// This one has too much live data to move now; emptier
+				// ones need no space and free the most.
+				continue
+			}
+			break
 		}
 		cleaned++
 	}
-	if err := d.removeZombies(); err != nil {
-		return cleaned, err
+	// Remove what was cleaned even when a later segment failed (out of
+	// space, typically: the segments cleaned first are what frees it).
+	if err == nil || !errors.Is(err, ErrClosed) {
+		if zerr := d.removeZombies(); err == nil {
+			err = zerr
+		}
 	}
-	return cleaned, nil
+	return cleaned, err
 }
 
 // cleanSegment moves seg's live values to the active segment and marks seg
@@ -439,7 +464,7 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 	moved := 0
 	var want, pbuf []byte
 	for _, r := range recs {
-		kind, raw, found, err := d.getInternal(r.Key, d.commit.lastSeq)
+		kind, raw, found, err := d.getInternalCurrent(r.Key, d.commit.lastSeq)
 		if err != nil {
 			return 0, err
 		}
@@ -467,6 +492,13 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 	}
 	d.metrics.vlogRewritten.Add(uint64(moved))
 	return moved, nil
+}
+
+// getInternalCurrent is getInternal on the current read state.
+func (d *DB) getInternalCurrent(key []byte, snap base.SeqNum) (base.Kind, []byte, bool, error) {
+	rs := d.loadReadState()
+	defer rs.unref()
+	return d.getInternal(rs, key, snap)
 }
 
 // removeZombies removes cleaned segments that no open snapshot or iterator
@@ -501,11 +533,32 @@ func (d *DB) removeZombies() error {
 		d.vlogGone.m[seg] = true
 		d.vlogGone.Unlock()
 		d.vlogR.Forget(seg)
-		if err := d.opts.FS.Remove(vfs.Join(d.dirname, vlog.FileName(seg))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			d.opts.Logger.Warn("remove cleaned value-log segment", "file", vlog.FileName(seg), "err", err)
-		}
 		d.metrics.vlogCleaned.Add(1)
 	}
+	return d.removeSegmentFiles(ready)
+}
+
+// removeSegmentFiles removes deleted segments' files and, once the removal
+// is durable (directory synced), forgets them: later manifest snapshots no
+// longer list them.
+func (d *DB) removeSegmentFiles(segs []uint64) error {
+	if len(segs) == 0 {
+		return nil
+	}
+	for _, seg := range segs {
+		if err := d.opts.FS.Remove(vfs.Join(d.dirname, vlog.FileName(seg))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.opts.Logger.Warn("remove cleaned value-log segment", "file", vlog.FileName(seg), "err", err)
+			return nil // stays listed as deleted; retried at the next open
+		}
+	}
+	if err := d.opts.FS.SyncDir(d.dirname); err != nil {
+		return fmt.Errorf("sync %s: %w", d.dirname, err)
+	}
+	d.mu.Lock()
+	for _, seg := range segs {
+		delete(d.mu.versions.vlogDeleted, seg)
+	}
+	d.mu.Unlock()
 	return nil
 }
 

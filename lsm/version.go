@@ -51,6 +51,17 @@ func (v *version) unref() {
 	}
 }
 
+// discard drops a version that was built but never installed: its table
+// references go, and no table becomes obsolete through it (every table it
+// holds is also in the current version or new and unreferenced).
+func (v *version) discard() {
+	for _, files := range v.levels {
+		for _, f := range files {
+			f.refs.Add(-1)
+		}
+	}
+}
+
 // String prints the version, a line per table.
 func (v *version) String() string {
 	var b strings.Builder

@@ -1,10 +1,12 @@
 package lsm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
@@ -37,6 +39,10 @@ type versionSet struct {
 
 	// vlog holds the sealed value-log segments and their discarded bytes.
 	vlog map[uint64]*vlogSegment
+	// vlogDeleted holds segments the cleaner deleted whose file removal is
+	// not known to be durable: a file left behind by a crash must be
+	// removed at open, not taken for a live segment.
+	vlogDeleted map[uint64]bool
 }
 
 // vlogSegment is what the manifest knows of a sealed value-log segment.
@@ -46,7 +52,7 @@ type vlogSegment struct {
 }
 
 func newVersionSet(fs vfs.FS, dirname string, logger *slog.Logger, maxManifestSize int64) *versionSet {
-	vs := &versionSet{fs: fs, dirname: dirname, logger: logger, maxManifestSize: maxManifestSize, files: map[uint64]*tableMeta{}, vlog: map[uint64]*vlogSegment{}}
+	vs := &versionSet{fs: fs, dirname: dirname, logger: logger, maxManifestSize: maxManifestSize, files: map[uint64]*tableMeta{}, vlog: map[uint64]*vlogSegment{}, vlogDeleted: map[uint64]bool{}}
 	vs.current = &version{}
 	vs.current.refs.Store(1)
 	return vs
@@ -103,6 +109,13 @@ func (vs *versionSet) applyLocked(e *manifest.Edit) error {
 	if err != nil {
 		return err
 	}
+	vs.installLocked(e, nv)
+	return nil
+}
+
+// installLocked makes nv (the current version with e applied) current and
+// applies e's counters.
+func (vs *versionSet) installLocked(e *manifest.Edit, nv *version) {
 	if e.UUID != nil {
 		vs.uuid = *e.UUID
 	}
@@ -132,6 +145,7 @@ func (vs *versionSet) applyLocked(e *manifest.Edit) error {
 	}
 	for _, n := range e.VlogDeleted {
 		delete(vs.vlog, n)
+		vs.vlogDeleted[n] = true
 	}
 	files := map[uint64]*tableMeta{}
 	for _, level := range nv.levels {
@@ -143,7 +157,6 @@ func (vs *versionSet) applyLocked(e *manifest.Edit) error {
 	old := vs.current
 	vs.current = nv
 	old.unref()
-	return nil
 }
 
 // newFileNum allocates a file number.
@@ -166,10 +179,18 @@ func (vs *versionSet) logAndApply(e *manifest.Edit) error {
 	if e.NextFileNum < vs.nextFileNum {
 		e.NextFileNum = vs.nextFileNum
 	}
+	// Check the new version (level invariants) before the edit becomes
+	// durable: a bad edit in the manifest would fail every later open.
+	nv, err := vs.current.apply(e, vs.files)
+	if err != nil {
+		return fmt.Errorf("version edit refused: %w", err)
+	}
 	if err := vs.manifest.Append(e); err != nil {
+		nv.discard()
 		return err
 	}
-	return vs.applyLocked(e)
+	vs.installLocked(e, nv)
+	return nil
 }
 
 // snapshotEdit describes the whole current state.
@@ -195,6 +216,12 @@ func (vs *versionSet) snapshotEdit() *manifest.Edit {
 			e.VlogDiscard = append(e.VlogDiscard, manifest.VlogSegment{Num: n, Bytes: s.discard})
 		}
 	}
+	for n := range vs.vlogDeleted {
+		e.VlogDeleted = append(e.VlogDeleted, n)
+	}
+	slices.SortFunc(e.VlogSealed, func(a, b manifest.VlogSegment) int { return cmp.Compare(a.Num, b.Num) })
+	slices.SortFunc(e.VlogDiscard, func(a, b manifest.VlogSegment) int { return cmp.Compare(a.Num, b.Num) })
+	slices.Sort(e.VlogDeleted)
 	return e
 }
 

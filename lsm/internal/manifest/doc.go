@@ -18,9 +18,10 @@
 //	        | CRC32C of the previous 8 bytes (4 B LE) | payload (edit)  |
 //
 // A record that is cut short, or whose payload fails its checksum at the very
-// end of the file, or a tail of zeros, is a torn append (the edit was never
-// acknowledged) and ends the log cleanly. A bad header, or a bad payload
-// followed by more bytes, is corruption. Since every manifest starts with a
+// end of the file, or whose header fails its checksum with no whole record
+// after it, or a tail of zeros, is a torn append (the edit was never
+// acknowledged) and ends the log cleanly. A bad header or payload followed
+// by a valid record is corruption. Since every manifest starts with a
 // synced snapshot edit before CURRENT names it, a manifest with no complete
 // edit is corrupt too (the engine checks that).
 //

@@ -92,6 +92,9 @@ func ReadAll(name string, data []byte) ([]*Edit, error) {
 			break // the tail of a torn append reads as zeros
 		}
 		if crc32.Checksum(rest[:8], castagnoli) != binary.LittleEndian.Uint32(rest[8:]) {
+			if !validRecordAfter(data, off+1) {
+				break // a torn header of the last append
+			}
 			return nil, base.Corruptf(name, int64(off), "record header checksum mismatch")
 		}
 		n := int(binary.LittleEndian.Uint32(rest))
@@ -117,6 +120,25 @@ func ReadAll(name string, data []byte) ([]*Edit, error) {
 		off += recordHdrLen + n
 	}
 	return edits, nil
+}
+
+// validRecordAfter reports whether a whole, checksummed record starts at some
+// offset >= from: then a bad header before it sat in the middle of the log.
+func validRecordAfter(data []byte, from int) bool {
+	for off := from; off+recordHdrLen <= len(data); off++ {
+		rest := data[off:]
+		if crc32.Checksum(rest[:8], castagnoli) != binary.LittleEndian.Uint32(rest[8:]) {
+			continue
+		}
+		n := int(binary.LittleEndian.Uint32(rest))
+		if n > maxRecordSize || recordHdrLen+n > len(rest) {
+			continue
+		}
+		if crc32.Checksum(rest[recordHdrLen:recordHdrLen+n], castagnoli) == binary.LittleEndian.Uint32(rest[4:]) {
+			return true
+		}
+	}
+	return false
 }
 
 func allZero(b []byte) bool {

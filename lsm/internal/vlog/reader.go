@@ -20,6 +20,9 @@ type Reader struct {
 	fs    vfs.FS
 	dir   string
 	cache *blockcache.Cache
+	// ns is ORed into the segment number of cache keys, so engines that
+	// share a cache never see each other's entries.
+	ns uint64
 
 	// DiskReads and DiskBytes count values read from segment files (cache
 	// misses).
@@ -31,9 +34,10 @@ type Reader struct {
 	}
 }
 
-// NewReader returns a reader of the segments in dir.
-func NewReader(fs vfs.FS, dir string, cache *blockcache.Cache) *Reader {
-	r := &Reader{fs: fs, dir: dir, cache: cache}
+// NewReader returns a reader of the segments in dir. ns is ORed into the
+// cache keys' file numbers (0 for a cache of its own).
+func NewReader(fs vfs.FS, dir string, cache *blockcache.Cache, ns uint64) *Reader {
+	r := &Reader{fs: fs, dir: dir, cache: cache, ns: ns}
 	r.mu.files = map[uint64]vfs.File{}
 	return r
 }
@@ -57,7 +61,7 @@ func (r *Reader) file(seg uint64) (vfs.File, error) {
 // past the end of its segment or into a missing segment, is an error
 // matching ErrCorrupt.
 func (r *Reader) Read(p Pointer) ([]byte, error) {
-	if b, ok := r.cache.Get(p.Segment, p.Offset); ok && len(b) == int(p.Len) {
+	if b, ok := r.cache.Get(p.Segment|r.ns, p.Offset); ok && len(b) == int(p.Len) {
 		return b, nil
 	}
 	f, err := r.file(p.Segment)
@@ -80,7 +84,7 @@ func (r *Reader) Read(p Pointer) ([]byte, error) {
 	if crc32.Checksum(b, castagnoli) != p.CRC {
 		return nil, fmt.Errorf("%w: %s: value checksum mismatch", ErrCorrupt, p)
 	}
-	r.cache.Set(p.Segment, p.Offset, b)
+	r.cache.Set(p.Segment|r.ns, p.Offset, b)
 	return b, nil
 }
 

@@ -29,7 +29,7 @@ func TestWriteReadScan(t *testing.T) {
 	w, sealed := newTestWriter(t, fs, 64<<10)
 	cache, _ := blockcache.New(1 << 20)
 	defer cache.Close()
-	r := NewReader(fs, "/d", cache)
+	r := NewReader(fs, "/d", cache, 0)
 	defer r.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	type kv struct {
@@ -99,7 +99,7 @@ func TestCorruptValue(t *testing.T) {
 	f, _ := fs.OpenReadWrite("/d/" + FileName(p.Segment))
 	f.WriteAt([]byte("X"), int64(p.Offset)+3)
 	f.Close()
-	r := NewReader(fs, "/d", nil)
+	r := NewReader(fs, "/d", nil, 0)
 	if _, err := r.Read(p); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read of a damaged value: %v", err)
 	}
