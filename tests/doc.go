@@ -9,7 +9,7 @@
 // tar, find, du, losetup, unshare and mount (util-linux); without root or
 // /dev/fuse each test skips saying so.
 //
-// The default run is short. LSMFS_LONG=1 makes it long: a 1 GiB file instead
-// of 256 MiB, more crash iterations, more random operations. LSMFS_SEED=N
+// The default run is short. LSMFS_LONG=1 makes it long: more crash
+// iterations, more random operations. LSMFS_SEED=N
 // replays the randomized tests (their seed is logged).
 package tests
