@@ -63,7 +63,7 @@ func TestSecurity(t *testing.T) {
 		asNobody(t, "mkdir "+closed+"/d", "Permission denied")
 		asNobody(t, "mv "+public+" "+closed+"/moved", "Permission denied")
 		asNobody(t, "rm -f "+secret, "Permission denied") // root's directory
-		asNobody(t, "touch "+open+"/mine", "")             // the positive control
+		asNobody(t, "touch "+open+"/mine", "")            // the positive control
 		if fi, err := os.Stat(filepath.Join(open, "mine")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != nobody {
 			t.Fatalf("a file nobody created: %v", err)
 		}
