@@ -289,7 +289,11 @@ func (d *DB) requestReclaim() {
 	go func() {
 		defer d.bg.Done()
 		for {
+			start := time.Now()
 			d.reclaimPass()
+			// Deletions keep coming during an rm -rf: at most about ten
+			// passes a second.
+			time.Sleep(100*time.Millisecond - time.Since(start))
 			d.mu.Lock()
 			if !d.space.reclaimAgain || d.mu.closing || d.mu.closed || d.mu.bgErr != nil {
 				d.space.reclaim = false
@@ -312,8 +316,11 @@ func (d *DB) reclaimPass() {
 	d.space.retryNow = true // one attempt now, whatever the backoff
 	d.mu.Unlock()
 	err := d.Compact(nil, nil)
-	if err == nil && d.vlogW != nil {
-		_, err = d.CleanValueLog()
+	if d.vlogW != nil && !errors.Is(err, ErrClosed) {
+		// Even when the compaction failed: segments already known to be
+		// dead need no space to go.
+		_, cerr := d.CleanValueLog()
+		err = errors.Join(err, cerr)
 	}
 	if err != nil && !errors.Is(err, ErrClosed) {
 		d.opts.Logger.Warn("reclaiming space", "err", err)

@@ -370,6 +370,21 @@ func (d *DB) CleanValueLog() (int, error) {
 func (d *DB) cleanValueLog(threshold float64, n int, background bool) (int, error) {
 	d.mu.Lock()
 	segs := d.pickCleanLocked(threshold, n)
+	if !background {
+		// On demand (also to reclaim space when full): emptiest first,
+		// as they free the most for the least rewriting, and a segment
+		// with no live value needs no free space at all.
+		slices.SortStableFunc(segs, func(a, b uint64) int {
+			ua, ub := d.mu.versions.vlog[a].liveRatio(), d.mu.versions.vlog[b].liveRatio()
+			switch {
+			case ua < ub:
+				return -1
+			case ua > ub:
+				return 1
+			}
+			return 0
+		})
+	}
 	d.mu.Unlock()
 	cleaned := 0
 	var err error
@@ -453,15 +468,8 @@ func (d *DB) cleanSegment(seg uint64, background bool) error {
 func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 	d.commit.Lock()
 	defer d.commit.Unlock()
-	var need uint64
-	for _, r := range recs {
-		need += uint64(len(r.Key)) + 32 + memEntryOverhead
-	}
-	if err := d.waitForRoomLocked(need); err != nil {
-		return 0, err
-	}
-	b := &Batch{}
-	moved := 0
+	var live []vlog.Record
+	var need, size uint64
 	var want, pbuf []byte
 	for _, r := range recs {
 		kind, raw, found, err := d.getInternalCurrent(r.Key, d.commit.lastSeq)
@@ -472,6 +480,26 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 		if !found || kind != base.KindValuePointer || string(raw) != string(want) {
 			continue // overwritten or deleted: dead
 		}
+		live = append(live, r)
+		need += uint64(len(r.Key)) + 32 + memEntryOverhead
+		size += uint64(len(r.Key)+len(r.Value)) + 32
+	}
+	if len(live) == 0 {
+		return 0, nil // nothing to move: no room needed
+	}
+	if d.space.full.Load() {
+		// Out of space: move live values only if they fit without eating
+		// the reserve, which deletions and flushes need.
+		if _, free, err := d.opts.FS.Usage(d.dirname); err == nil && free < size+d.space.reserve {
+			return 0, fmt.Errorf("move %d live bytes with %d free: %w", size, free, ErrNoSpace)
+		}
+	}
+	if err := d.waitForRoomLocked(need); err != nil {
+		return 0, err
+	}
+	b := &Batch{}
+	moved := 0
+	for _, r := range live {
 		p, err := d.vlogW.Append(r.Key, r.Value)
 		if err != nil {
 			return 0, d.vlogAppendFailed(err)

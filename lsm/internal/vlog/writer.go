@@ -152,10 +152,11 @@ func (w *Writer) flushLocked() error {
 		err = fmt.Errorf("vlog: write %s at %d: %w", FileName(w.mu.seg), w.mu.written, err)
 		if isNoSpace(err) {
 			// Not sticky: the buffered records are dropped (their
-			// pointers were never used: see Discard), the segment's
-			// end stays where it was, and bytes a short write left
-			// beyond it are overwritten by the next records.
+			// pointers were never used: see Discard) and the segment's
+			// end stays where it was; what a short write left beyond it
+			// is cut off, to give the space back.
 			w.mu.buf = w.mu.buf[:0]
+			w.mu.f.Truncate(w.mu.written)
 			return err
 		}
 		w.mu.err = err
