@@ -496,3 +496,65 @@ func TestFlushNoSpaceRetried(t *testing.T) {
 		t.Fatalf("after reopen: %v", err)
 	}
 }
+
+// TestJournalFullNoSpace fills the journal ring while flushes (which free it
+// at the next checkpoint) fail with ENOSPC: writers must get ErrNoSpace, not
+// wait for ring space forever; once tables can be written again, the ring
+// is checkpointed and writes go on.
+func TestJournalFullNoSpace(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem, nil)
+	o := faultOptions(efs)
+	o.ValueThreshold = -1
+	o.MemtableSize = 64 << 20 // the 4 MiB ring fills long before the memtable
+	o.InMemoryFlushSize = 1 << 20
+	o.Journal.MaxFrameBytes = 64 << 10
+	if err := lsm.Format("/db", o); err != nil {
+		t.Fatal(err)
+	}
+	db := openFault(t, efs, o)
+	defer db.Close()
+	efs.SetInjector(vfs.Randomly(1, 1, vfs.ENOSPC, vfs.And(vfs.Kinds(vfs.OpWrite, vfs.OpCreate), vfs.PathContains(".sst"))))
+	rnd := rand.New(rand.NewPCG(1, 1))
+	vb := make([]byte, 32<<10)
+	for i := range vb {
+		vb[i] = byte(rnd.Uint32()) // incompressible: frames take their size in the ring
+	}
+	v := string(vb)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 10000; i++ {
+			if err := put(db, fmt.Sprintf("k%05d", i), v, i%8 == 0); err != nil {
+				done <- fmt.Errorf("after %d writes: %w", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, lsm.ErrNoSpace) || errors.Is(err, lsm.ErrFailed) {
+			t.Fatalf("writes into a full journal ring: %v, want ErrNoSpace", err)
+		}
+		t.Logf("%v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("a writer waits for journal space forever while flushes cannot be written")
+	}
+	efs.SetInjector(nil)
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for {
+		if err = put(db, "after", v, true); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("write once tables can be written: %v", err)
+	}
+	for i := 0; i < 300; i++ {
+		if err := put(db, fmt.Sprintf("again%03d", i), v, false); err != nil {
+			t.Fatalf("write %d after: %v", i, err)
+		}
+	}
+}
