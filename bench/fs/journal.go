@@ -23,8 +23,10 @@ import (
 // stats while writers ingest small files with fsync, on lsmfs with its
 // journal (a) as a file in DATADIR (the default) and (b) on a loop device
 // over a file in /dev/shm (losetup; mkfs --journal /dev/loopN), standing in
-// for a dedicated log device. Both filesystems are mounted side by side and
-// populated once; the runs alternate a, b (b, a in odd rounds).
+// for a dedicated log device, and (c) as (b) with value_threshold=0 (file data
+// stays in the tree instead of the value log on the data disk, so a force
+// touches the journal device only). The filesystems are mounted side by side
+// and populated once; the runs rotate a, b, c from round to round.
 //
 // Every reader operation reaches the daemon: a stat is statx with
 // AT_STATX_FORCE_SYNC (a GETATTR despite lsmfs's 1 h attribute timeout), a
@@ -44,11 +46,14 @@ type journalCfg struct {
 	// the disk through the journal alone; from it, a force also syncs the
 	// value log on the data disk.
 	writeSizes []int
+	// noVlog adds (c): the journal on a second loop device and the mount
+	// option value_threshold=0.
+	noVlog bool
 }
 
 var (
-	journalFull  = journalCfg{files: 50000, dur: 20 * time.Second, rounds: 3, readers: 8, writers: 4, drop: time.Second, writeSizes: []int{1024, 4096}}
-	journalQuick = journalCfg{files: 2000, dur: 4 * time.Second, rounds: 1, readers: 8, writers: 4, drop: time.Second, writeSizes: []int{1024, 4096}}
+	journalFull  = journalCfg{files: 50000, dur: 20 * time.Second, rounds: 3, readers: 8, writers: 4, drop: time.Second, writeSizes: []int{1024, 4096}, noVlog: true}
+	journalQuick = journalCfg{files: 2000, dur: 4 * time.Second, rounds: 1, readers: 8, writers: 4, drop: time.Second, writeSizes: []int{1024, 4096}, noVlog: true}
 )
 
 type journalSetup struct {
@@ -91,16 +96,47 @@ func journalRun(st *starter, jc journalCfg) (err error) {
 			os.RemoveAll(s.base)
 		}
 	}()
-	for _, c := range []struct {
-		name string
-		mkfs []string
-	}{{"a: journal file in DATADIR", nil}, {"b: journal on " + loop + " (/dev/shm)", []string{"--journal", loop}}} {
+	configs := []struct {
+		name, opts string
+		mkfs       []string
+	}{
+		{"a: journal file in DATADIR", "", nil},
+		{"b: journal on " + loop + " (/dev/shm)", "", []string{"--journal", loop}},
+	}
+	var loop2 string
+	if jc.noVlog {
+		// (c): like (b), with value_threshold=0: file data stays in the
+		// tree, so a force touches the journal device only.
+		img2 := img + "-c"
+		if werr := os.WriteFile(img2, nil, 0o600); werr != nil {
+			return werr
+		}
+		defer os.Remove(img2)
+		if terr := os.Truncate(img2, 257<<20); terr != nil {
+			return terr
+		}
+		out2, lerr := exec.Command("losetup", "-f", "--show", img2).Output()
+		if lerr != nil {
+			return fmt.Errorf("losetup: %w", lerr)
+		}
+		loop2 = strings.TrimSpace(string(out2))
+		defer func() {
+			if out, derr := exec.Command("losetup", "-d", loop2).CombinedOutput(); derr != nil && err == nil {
+				err = fmt.Errorf("losetup -d %s: %v: %s", loop2, derr, out)
+			}
+		}()
+		configs = append(configs, struct {
+			name, opts string
+			mkfs       []string
+		}{"c: journal on " + loop2 + " (/dev/shm), value_threshold=0", "value_threshold=0", []string{"--journal", loop2}})
+	}
+	for _, c := range configs {
 		base, err := os.MkdirTemp(st.dir, "fsbench-journal-")
 		if err != nil {
 			return err
 		}
 		s := &journalSetup{name: c.name, base: base, dataDir: filepath.Join(base, "data")}
-		s.d, err = mounted.Mount(st.lsmfsBin, s.dataDir, filepath.Join(base, "mnt"), "", c.mkfs...)
+		s.d, err = mounted.Mount(st.lsmfsBin, s.dataDir, filepath.Join(base, "mnt"), c.opts, c.mkfs...)
 		if err != nil {
 			os.RemoveAll(base)
 			return fmt.Errorf("journal %s: %w", c.name, err)
@@ -164,10 +200,14 @@ func journalRun(st *starter, jc journalCfg) (err error) {
 			fmt.Printf("| %d B | %s | %s | %.0f | %s | %.0f | %.0f |\n", ws, s.name, commas(int64(median(r.reads))), ml,
 				commas(int64(median(r.writes))), float64(r.forces)/total, mf)
 		}
-		a, b := median(res[0].reads), median(res[1].reads)
-		summary = append(summary, fmt.Sprintf("writers' files of %d B: b/a reader ops/s **%.2f**, writer files/s %.2f", ws, b/a, median(res[1].writes)/median(res[0].writes)))
+		a := median(res[0].reads)
+		for i := 1; i < len(setups); i++ {
+			x := string(rune('a' + i))
+			summary = append(summary, fmt.Sprintf("writers' files of %d B: %s/a reader ops/s **%.2f**, writer files/s %.2f",
+				ws, x, median(res[i].reads)/a, median(res[i].writes)/median(res[0].writes)))
+		}
 	}
-	fmt.Printf("\n%s\n\n", strings.Join(summary, "; "))
+	fmt.Printf("\n%s.\n\n", strings.Join(summary, "; "))
 	return nil
 }
 

@@ -493,14 +493,14 @@ func printRequests(e *env, systems []string, results map[string]map[string][]ste
 	}
 	if slices.Contains(fuseSys, sysLsmfs) {
 		fmt.Printf("\n### lsmfs engine per operation (median over rounds)\n\n")
-		fmt.Printf("Journal forces and records from lsmfs's stats; bytes the daemon wrote to storage from /proc/PID/io (write_bytes, at the end of the step: background flushes and compactions land where they happen).\n\n")
-		fmt.Printf("| workload | per | journal forces/op | records/force | mean force (µs) | daemon bytes written/op |\n|---|---|---:|---:|---:|---:|\n")
+		fmt.Printf("Journal forces and records from lsmfs's stats; bytes the daemon made the block layer read and write from /proc/PID/io (read_bytes, write_bytes; background flushes and compactions land in the step where they happen); VmHWM (peak RSS so far) at the end of the step.\n\n")
+		fmt.Printf("| workload | per | journal forces/op | records/force | mean force (µs) | daemon bytes read/op | daemon bytes written/op | daemon VmHWM after (MiB) |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, d := range rows {
 			rs := results[sysLsmfs][d.key]
 			if len(rs) == 0 {
 				continue
 			}
-			var f, rpf, mf, wb []float64
+			var f, rpf, mf, rb, wb, pk []float64
 			for _, r := range rs {
 				if r.ops == 0 {
 					continue
@@ -511,9 +511,12 @@ func printRequests(e *env, systems []string, results map[string]map[string][]ste
 					rpf = append(rpf, r.reqs.extra["journal_records"]/fo)
 					mf = append(mf, r.reqs.extra["journal_force_seconds"]/fo*1e6)
 				}
+				rb = append(rb, float64(r.rbytes)/float64(r.ops))
 				wb = append(wb, float64(r.wbytes)/float64(r.ops))
+				pk = append(pk, float64(r.peak)/(1<<20))
 			}
-			fmt.Printf("| %s | %s | %.3f | %.1f | %.0f | %s |\n", d.key, d.per, median(f), median(rpf), median(mf), commas(int64(median(wb))))
+			fmt.Printf("| %s | %s | %.3f | %.1f | %.0f | %s | %s | %.0f |\n", d.key, d.per, median(f), median(rpf), median(mf),
+				commas(int64(median(rb))), commas(int64(median(wb))), median(pk))
 		}
 	}
 	fmt.Printf("\n### By opcode (last round; requests per operation, ≥ 0.01)\n\n")

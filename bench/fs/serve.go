@@ -31,7 +31,7 @@ import (
 // this command, never in the measuring process: the command re-executes
 // itself as
 //
-//	fs __serve passthrough SRCDIR MNT SOCK
+//	fs __serve passthrough SRCDIR MNT SOCK default|nopt
 //	fs __serve ceiling MNT SOCK LEVERS   (LEVERS: "none" or a+b+..., see levers)
 //	fs __serve lsmfs DATADIR MNT      (the profiling variant)
 //
@@ -57,10 +57,10 @@ func serveMain(args []string) {
 	var err error
 	switch args[0] {
 	case "passthrough":
-		if len(args) != 4 {
-			fail(fmt.Errorf("usage: passthrough SRC MNT SOCK"))
+		if len(args) != 5 {
+			fail(fmt.Errorf("usage: passthrough SRC MNT SOCK nopt|default"))
 		}
-		err = servePassthrough(args[1], args[2], args[3], ready)
+		err = servePassthrough(args[1], args[2], args[3], args[4] == "nopt", ready)
 	case "ceiling":
 		if len(args) != 4 {
 			fail(fmt.Errorf("usage: ceiling MNT SOCK LEVERS"))
@@ -123,13 +123,21 @@ func serveRawAfter(raw fuse.RawFileSystem, mnt, sock string, opts *fuse.MountOpt
 
 // servePassthrough serves go-fuse's loopback node over src with the defaults
 // fs.Mount(mnt, root, nil) would use (NewNodeFS with nil options: 1 s entry
-// and attribute timeouts; NewServer with nil options).
-func servePassthrough(src, mnt, sock string, ready *os.File) error {
+// and attribute timeouts; NewServer with nil options). On kernels with FUSE
+// passthrough (6.9+) and as root, the loopback node then hands its open
+// files to the kernel (FOPEN_PASSTHROUGH): reads and writes go to the backing
+// file without reaching the daemon. noPT turns that off (CAP_PASSTHROUGH
+// disabled), so that data goes through the daemon as in older kernels.
+func servePassthrough(src, mnt, sock string, noPT bool, ready *os.File) error {
 	root, err := gofs.NewLoopbackRoot(src)
 	if err != nil {
 		return err
 	}
-	return serveRaw(gofs.NewNodeFS(root, nil), mnt, sock, nil, ready)
+	var mo *fuse.MountOptions
+	if noPT {
+		mo = &fuse.MountOptions{MaxBackground: 12, DisabledCapabilities: fuse.CAP_PASSTHROUGH}
+	}
+	return serveRaw(gofs.NewNodeFS(root, nil), mnt, sock, mo, ready)
 }
 
 // lsmfsKernelOptions returns the FUSE mount options and the entry, attribute

@@ -87,12 +87,14 @@ func (s *system) peakRSS() uint64 {
 	return procField(fmt.Sprintf("/proc/%d/status", s.pid), "VmHWM:") * 1024
 }
 
-// writeBytes returns the serving process's write_bytes (/proc/PID/io).
-func (s *system) writeBytes() uint64 {
+// ioBytes returns the serving process's read_bytes and write_bytes
+// (/proc/PID/io: what it made the block layer read and write).
+func (s *system) ioBytes() (read, write uint64) {
 	if s.pid == 0 {
-		return 0
+		return 0, 0
 	}
-	return procField(fmt.Sprintf("/proc/%d/io", s.pid), "write_bytes:")
+	p := fmt.Sprintf("/proc/%d/io", s.pid)
+	return procField(p, "read_bytes:"), procField(p, "write_bytes:")
 }
 
 // cpuTime returns the serving process's user+system CPU time.
@@ -153,8 +155,9 @@ func baseName(name string) string {
 
 // start starts a system. Besides the four, it starts variants for
 // experiments: "ceiling+L1+L2..." is the ceiling with levers (serve.go), and
-// "lsmfs:O1+O2..." is lsmfs mounted with -o O1,O2,... where the option
-// ra=KB is the harness's: it sets the mount's readahead after mounting.
+// "lsmfs:O1+O2..." is lsmfs mounted with -o O1,O2,... where ra=KB,
+// GOMEMLIMIT=X and GOGC=N are the harness's: ra sets the mount's readahead
+// after mounting, the others go to the daemon's environment.
 func (st *starter) start(name string) (*system, error) {
 	base, err := os.MkdirTemp(st.dir, "fsbench-"+baseName(name)+"-")
 	if err != nil {
@@ -176,12 +179,18 @@ func (st *starter) start(name string) (*system, error) {
 	case sysPassthrough, sysCeiling:
 		sock := filepath.Join(base, "counts.sock")
 		var args []string
-		if name == sysPassthrough {
+		if baseName(name) == sysPassthrough {
 			src := filepath.Join(base, "src")
 			if err := os.Mkdir(src, 0o755); err != nil {
 				return fail(err)
 			}
-			args = []string{"passthrough", src, mnt, sock}
+			mode := "default"
+			if name == sysPassthrough+"+nopt" {
+				mode = "nopt"
+			} else if name != sysPassthrough {
+				return fail(fmt.Errorf("unknown passthrough variant (want passthrough+nopt)"))
+			}
+			args = []string{"passthrough", src, mnt, sock, mode}
 		} else {
 			lv := "none"
 			if _, l, ok := strings.Cut(name, "+"); ok {
@@ -206,7 +215,7 @@ func (st *starter) start(name string) (*system, error) {
 			s.root, s.pid, s.pprofAddr = mnt, cmd.Process.Pid, addr
 			s.stop = func() error { return stopChild(cmd, mnt) }
 		} else {
-			var opts []string
+			var opts, env []string
 			ra := 0
 			if _, o, ok := strings.Cut(name, ":"); ok {
 				for _, x := range strings.Split(o, "+") {
@@ -214,10 +223,14 @@ func (st *starter) start(name string) (*system, error) {
 						ra, _ = strconv.Atoi(v)
 						continue
 					}
+					if k, v, ok := strings.Cut(x, "="); ok && (k == "GOMEMLIMIT" || k == "GOGC") {
+						env = append(env, k+"="+v)
+						continue
+					}
 					opts = append(opts, x)
 				}
 			}
-			d, err := mounted.Mount(st.lsmfsBin, dataDir, mnt, strings.Join(opts, ","))
+			d, err := mounted.MountEnv(st.lsmfsBin, dataDir, mnt, strings.Join(opts, ","), env)
 			if err != nil {
 				return fail(err)
 			}

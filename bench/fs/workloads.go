@@ -63,8 +63,11 @@ type stepResult struct {
 	note  string  // instead of a value (e.g. O_DIRECT refused)
 	reqs  counts  // FUSE requests during the step (FUSE systems)
 	cpu   time.Duration
-	// wbytes is what the serving process wrote to storage (write_bytes).
-	wbytes uint64
+	// rbytes and wbytes are what the serving process read from and wrote
+	// to storage (read_bytes, write_bytes).
+	rbytes, wbytes uint64
+	// peak is the serving process's VmHWM at the end of the step.
+	peak uint64
 }
 
 // env is what a round needs besides the system.
@@ -98,7 +101,8 @@ func runRound(s *system, e *env, only map[string]bool) (map[string]stepResult, e
 				return fmt.Errorf("%s: counts: %w", s.name, err)
 			}
 		}
-		cpu0, w0 := s.cpuTime(), s.writeBytes()
+		cpu0 := s.cpuTime()
+		r0, w0 := s.ioBytes()
 		if e.hook != nil {
 			e.hook(s, key, true)
 		}
@@ -106,7 +110,8 @@ func runRound(s *system, e *env, only map[string]bool) (map[string]stepResult, e
 		if e.hook != nil {
 			e.hook(s, key, false)
 		}
-		r := stepResult{value: v, ops: n, cpu: s.cpuTime() - cpu0, wbytes: s.writeBytes() - w0}
+		r1, w1 := s.ioBytes()
+		r := stepResult{value: v, ops: n, cpu: s.cpuTime() - cpu0, rbytes: r1 - r0, wbytes: w1 - w0, peak: s.peakRSS()}
 		var note *noteErr
 		if errors.As(err, &note) {
 			r.note, err = note.msg, nil

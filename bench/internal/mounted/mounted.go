@@ -42,6 +42,12 @@ type Daemon struct {
 // mounts it on mnt with -o opts in the foreground, and returns once the
 // daemon reports the mount ready.
 func Mount(bin, dataDir, mnt, opts string, mkfsArgs ...string) (*Daemon, error) {
+	return MountEnv(bin, dataDir, mnt, opts, nil, mkfsArgs...)
+}
+
+// MountEnv is Mount with extra environment variables (KEY=VALUE) for the
+// daemon, e.g. GOMEMLIMIT or GOGC.
+func MountEnv(bin, dataDir, mnt, opts string, env []string, mkfsArgs ...string) (*Daemon, error) {
 	if _, err := os.Stat(filepath.Join(dataDir, "CURRENT")); err != nil {
 		args := append([]string{"mkfs"}, mkfsArgs...)
 		if out, err := exec.Command(bin, append(args, dataDir)...).CombinedOutput(); err != nil {
@@ -60,6 +66,9 @@ func Mount(bin, dataDir, mnt, opts string, mkfsArgs ...string) (*Daemon, error) 
 		args = append(args, "-o", opts)
 	}
 	cmd := exec.Command(bin, append(args, dataDir, mnt)...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
