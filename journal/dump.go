@@ -46,7 +46,7 @@ func Dump(w io.Writer, dev Device, opts DumpOptions) error {
 	}
 	var fbuf, scratch []byte
 	for _, m := range j.mu.frames {
-		h, _, err := j.readFrame(m.off, m.seq, &fbuf)
+		h, _, err := j.readFrame(m.off, m.seq, 0, &fbuf)
 		if err != nil {
 			return err
 		}

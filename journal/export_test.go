@@ -27,7 +27,7 @@ func ListFrames(dev Device) ([]FrameInfo, Recovery, error) {
 	var out []FrameInfo
 	var buf []byte
 	for _, m := range j.mu.frames {
-		h, _, err := j.readFrame(m.off, m.seq, &buf)
+		h, _, err := j.readFrame(m.off, m.seq, 0, &buf)
 		if err != nil {
 			return nil, Recovery{}, err
 		}

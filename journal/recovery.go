@@ -47,8 +47,9 @@ const (
 // readFrame reads the frame expected at off with sequence number seq into
 // *buf (grown as needed) and validates it. It returns the frame's header and
 // the probe outcome; err explains probeInvalid and carries device errors
-// (with probeAbsent and a non-nil err, the caller must fail).
-func (j *Journal) readFrame(off int64, seq uint64, buf *[]byte) (frameHeader, frameProbe, error) {
+// (with probeAbsent and a non-nil err, the caller must fail). wantLSN is an
+// lsn the frame must hold, 0 when unknown.
+func (j *Journal) readFrame(off int64, seq, wantLSN uint64, buf *[]byte) (frameHeader, frameProbe, error) {
 	if len(*buf) < BlockSize {
 		*buf = alignedBuf(BlockSize)
 	}
@@ -58,13 +59,15 @@ func (j *Journal) readFrame(off int64, seq uint64, buf *[]byte) (frameHeader, fr
 	}
 	h, err := decodeFrameHeader(b[:BlockSize], j.maxFrameLen)
 	if err != nil {
-		// A damaged header is only this frame's if its seq field says so.
-		if hasFrameMagic(b) && rawSeq(b) == seq {
+		if ownsHeader(b, seq, wantLSN) {
 			return h, probeInvalid, err
 		}
 		return h, probeAbsent, nil
 	}
 	if h.seq != seq {
+		if ownsHeader(b, seq, wantLSN) {
+			return h, probeInvalid, fmt.Errorf("%w: damaged seq field %d", ErrInvalidFrame, h.seq)
+		}
 		return h, probeAbsent, nil
 	}
 	flen := h.len()
@@ -87,6 +90,22 @@ func (j *Journal) readFrame(off int64, seq uint64, buf *[]byte) (frameHeader, fr
 	return h, probeValid, nil
 }
 
+// ownsHeader reports whether a header that does not decode, or names
+// another seq, is the damaged header of the frame expected here rather than
+// stale bytes or zeros: its seq field is the expected one (stale frames have
+// lower ones; a frame never reuses a seq at another place), or, the seq
+// field being damaged, it has the magic and its lsn range holds wantLSN
+// (stale frames hold older lsns). So one damaged field cannot make a
+// written frame look absent, which would drop its records without a word.
+func ownsHeader(b []byte, seq, wantLSN uint64) bool {
+	if rawSeq(b) == seq {
+		return true
+	}
+	first := binary.LittleEndian.Uint64(b[fhOffFirstLSN:])
+	count := uint64(binary.LittleEndian.Uint32(b[fhOffCount:]))
+	return hasFrameMagic(b) && wantLSN != 0 && first <= wantLSN && wantLSN-first < count
+}
+
 // rawSeq reads the seq field of a header that may not decode.
 func rawSeq(b []byte) uint64 { return binary.LittleEndian.Uint64(b[fhOffSeq:]) }
 
@@ -103,14 +122,20 @@ func (j *Journal) recover(sb superblock) error {
 	badOff := int64(-1)
 	var badErr error
 	for {
-		h, probe, err := j.readFrame(off, seq, &buf)
+		// The frame must hold the lsn after the previous frame's, or the
+		// first not checkpointed.
+		wantLSN := sb.ckpt.lsn + 1
+		if prevLast != 0 {
+			wantLSN = prevLast + 1
+		}
+		h, probe, err := j.readFrame(off, seq, wantLSN, &buf)
 		if probe == probeAbsent && err != nil {
 			return fmt.Errorf("journal: recover frame seq=%d off=%d: %w", seq, off, err)
 		}
 		at := off
 		if probe != probeValid && off != j.ringStart {
 			// A frame that did not fit before the ring end went to its start.
-			h2, probe2, err2 := j.readFrame(j.ringStart, seq, &buf)
+			h2, probe2, err2 := j.readFrame(j.ringStart, seq, wantLSN, &buf)
 			if probe2 == probeAbsent && err2 != nil {
 				return fmt.Errorf("journal: recover frame seq=%d off=%d: %w", seq, j.ringStart, err2)
 			}
@@ -231,7 +256,7 @@ func (j *Journal) scanForLater(off, n int64, seq uint64, fbuf *[]byte) (scanned 
 				continue
 			}
 			cand := rawSeq(b)
-			_, probe, err := j.readFrame(off+i, cand, fbuf)
+			_, probe, err := j.readFrame(off+i, cand, 0, fbuf)
 			if probe == probeAbsent && err != nil {
 				return scanned, 0, 0, err
 			}
@@ -273,7 +298,7 @@ func (j *Journal) Replay(from uint64, fn func(lsn uint64, rec []byte) error) err
 
 	var buf, scratch []byte
 	for _, m := range frames {
-		h, probe, err := j.readFrame(m.off, m.seq, &buf)
+		h, probe, err := j.readFrame(m.off, m.seq, 0, &buf)
 		if probe != probeValid {
 			if err == nil {
 				err = errors.New("frame no longer there")

@@ -86,7 +86,8 @@ func expectLog(t *testing.T, img journal.Device, all [][]byte, last uint64, andA
 // from there to the end of the frame (a write cut short) and by flipping
 // the byte (a scribbled sector): replay ends cleanly at the previous frame
 // while the damage is inside the checksummed bytes, and keeps the frame
-// when only its padding is hit (sampled every 61st byte).
+// when only its padding is hit (sampled every 61st byte). A flipped byte
+// is always reported as a torn frame, in the header too.
 func TestTornTail(t *testing.T) {
 	base, frames, all := tornImage(t)
 	last := frames[4]
@@ -110,6 +111,11 @@ func TestTornTail(t *testing.T) {
 				want = last.LastLSN // only padding was hit
 			}
 			r := expectLog(t, img, all, want, k%16 == 0)
+			if mode == "scribble" && k < last.Covered && r.TailErr == nil {
+				// A damaged header field (magic, seq) must not pass
+				// for the clean end of the log.
+				t.Fatalf("scribble at byte %d of the last frame: records dropped without a torn-frame report", k)
+			}
 			if want == prevLSN && r.TailErr != nil {
 				torn++
 				if !errors.Is(r.TailErr, journal.ErrTornFrame) || errors.Is(r.TailErr, journal.ErrCorrupt) {
@@ -121,7 +127,7 @@ func TestTornTail(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d damaged images reported a torn frame (the rest lost its header: a clean end)", torn)
+	t.Logf("%d damaged images reported a torn frame (the rest were cut short before the seq field: a clean end)", torn)
 	if torn == 0 {
 		t.Fatal("no image reported a torn frame")
 	}
@@ -190,4 +196,35 @@ func TestMidLogCorruption(t *testing.T) {
 	}
 	// The undamaged image is fine.
 	expectLog(t, base.Clone(), all, frames[4].LastLSN, true)
+}
+
+// TestDamagedFirstFrameHeader flips each byte of the header of the only
+// frame after the checkpoint (no previous frame tells which lsn it holds):
+// the loss of its records is reported as a torn frame, never taken for the
+// clean end of the log.
+func TestDamagedFirstFrameHeader(t *testing.T) {
+	d := formatMem(t, 96<<10)
+	j := mustOpen(t, d, journal.Options{})
+	if _, err := j.Append(recs("one", "two"), true); err != nil {
+		t.Fatal(err)
+	}
+	crashed := d.CrashClone()
+	j.Close()
+	frames, _, err := journal.ListFrames(crashed.Clone())
+	if err != nil || len(frames) != 1 {
+		t.Fatalf("frames %+v, %v", frames, err)
+	}
+	for k := int64(0); k < 40; k++ { // the header
+		img := crashed.Clone()
+		img.Bytes()[frames[0].Off+k] ^= 0x01
+		j, err := journal.Open(img, journal.Options{UUID: uuidA})
+		if err != nil {
+			t.Fatalf("byte %d: %v", k, err)
+		}
+		r := j.Recovery()
+		j.Close()
+		if r.Records != 0 || !errors.Is(r.TailErr, journal.ErrTornFrame) {
+			t.Fatalf("byte %d: %d records, tail error %v; want a torn frame", k, r.Records, r.TailErr)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
 	"github.com/lsmfs/lsmfs/lsm/internal/vlog"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 // CheckReport is what Check found in the engine's files.
@@ -231,9 +232,13 @@ func (d *DB) listGarbage(r *CheckReport) {
 		r.addf("list %s: %v", d.dirname, err)
 		return
 	}
+	tails := map[uint64]int64{}
+	var tables []uint64
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	vs := d.mu.versions
+	for f := range vs.files {
+		tables = append(tables, f)
+	}
 	for _, name := range names {
 		switch {
 		case strings.HasSuffix(name, ".sst"):
@@ -262,8 +267,15 @@ func (d *DB) listGarbage(r *CheckReport) {
 				r.Garbage = append(r.Garbage, name)
 			default:
 				r.Notes = append(r.Notes, fmt.Sprintf("value-log segment %s was active at a crash (%d valid bytes); a writable open seals it", name, size))
+				if fsize, err := fileSize(d.opts.FS, vfs.Join(d.dirname, name)); err == nil && fsize > size {
+					tails[n] = size
+				}
 			}
 		}
+	}
+	d.mu.Unlock()
+	if err := d.checkVlogTails(tails, tables); err != nil {
+		r.addf("value log: %v", err)
 	}
 	if len(r.Garbage) > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("files the manifest does not name (left by a crash; removed at the next writable open): %s", strings.Join(r.Garbage, " ")))

@@ -91,6 +91,10 @@ type DB struct {
 	// vlogLeftovers are files of segments the manifest says were deleted,
 	// found at open (removed once Open has checked everything).
 	vlogLeftovers []uint64
+	// vlogTails maps segments sealed at Open short of their file's end
+	// (a torn tail, or damage) to their valid size; checkVlogTails tells
+	// the two apart.
+	vlogTails map[uint64]int64
 	// vlogGone lists segments the cleaner removed in this process, so that a
 	// read racing with a removal can be retried.
 	vlogGone struct {

@@ -209,6 +209,13 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err := d.replay(); err != nil {
 		return nil, fmt.Errorf("open %s: replay journal: %w", dir, err)
 	}
+	tables := make([]uint64, 0, len(vs.files))
+	for _, f := range vs.files {
+		tables = append(tables, f.FileNum)
+	}
+	if err := d.checkVlogTails(d.vlogTails, tables); err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
 
 	if !o.ReadOnly {
 		if err := d.startValueLogWriter(); err != nil {

@@ -4,6 +4,7 @@ package lsm_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -224,6 +225,100 @@ func TestCleanedSegmentLeftOverIsRemoved(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		if v, err := db.Get([]byte(fmt.Sprintf("k%03d", i))); err != nil || v[0] != 1 {
 			t.Fatalf("k%03d: %v", i, err)
+		}
+	}
+}
+
+// TestDamagedActiveSegment: a damaged record in the synced part of the
+// segment that was active at a crash is corruption, not a torn tail. Open
+// sealed the segment at the damage, which lost every acknowledged value
+// after it, and the cleaner then removed the segment with them.
+func TestDamagedActiveSegment(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := &lsm.Options{FS: fs, UUID: [16]byte{1}, ValueThreshold: 64, VlogCleanThreshold: 0.99,
+		Journal: lsm.JournalOptions{Size: 64 << 20}}
+	if err := lsm.Format("/db", opts); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := func(i int) []byte { return []byte(strings.Repeat(fmt.Sprintf("value %04d ", i), 20)) }
+	for i := 0; i < 100; i++ {
+		b := lsm.NewBatch()
+		b.Set([]byte(fmt.Sprintf("k%04d", i)), val(i))
+		if err := db.Apply(b, true); err != nil {
+			t.Fatal(err)
+		}
+		if i == 50 {
+			if err := db.Flush(); err != nil { // half the pointers in a table
+				t.Fatal(err)
+			}
+		}
+	}
+	crashed := fs.CrashClone()
+	db.Close()
+	names, err := crashed.List("/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seg string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".vlog") {
+			seg = "/db/" + n // the only segment: active at the crash
+		}
+	}
+	f, err := crashed.OpenReadWrite(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := f.Size()
+	// Damage a value byte a third of the way in (records of keys in the
+	// table) and, in a second copy, two thirds in (keys in the journal).
+	for _, at := range []int64{size / 3, 2 * size / 3} {
+		img := crashed.CrashClone()
+		g, err := img.OpenReadWrite(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1)
+		g.ReadAt(b, at)
+		b[0] ^= 0x40
+		g.WriteAt(b, at)
+		g.Sync()
+		g.Close()
+		o := *opts
+		o.FS = img
+		db, err := lsm.Open("/db", &o)
+		if err == nil {
+			db.Close()
+			t.Fatalf("damage at %d of %d: Open succeeded; want ErrCorrupt", at, size)
+		}
+		if !errors.Is(err, lsm.ErrCorrupt) {
+			t.Fatalf("damage at %d: %v; want ErrCorrupt", at, err)
+		}
+		o.ReadOnly = true
+		if db, err = lsm.Open("/db", &o); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := db.Check()
+		db.Close()
+		if err != nil || rep.OK() {
+			t.Fatalf("damage at %d: read-only Check found nothing (%v): %s", at, err, rep.String())
+		}
+	}
+	f.Close()
+	// Undamaged, the crashed copy opens with every value.
+	o := *opts
+	o.FS = crashed
+	if db, err = lsm.Open("/db", &o); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; i < 100; i++ {
+		if v, err := db.Get([]byte(fmt.Sprintf("k%04d", i))); err != nil || string(v) != string(val(i)) {
+			t.Fatalf("k%04d: %q, %v", i, v, err)
 		}
 	}
 }

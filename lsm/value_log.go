@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,9 @@ func (d *DB) openValueLog() error {
 		}
 		// Active at the last close or crash: seal it at its valid prefix.
 		size, err := vlog.ValidSize(d.opts.FS, d.dirname, num)
+		if errors.Is(err, vlog.ErrCorrupt) {
+			return base.Corruptf(vlog.FileName(num), 0, "%v", err)
+		}
 		if err != nil {
 			return fmt.Errorf("value log %s: %w", vlog.FileName(num), err)
 		}
@@ -64,6 +68,12 @@ func (d *DB) openValueLog() error {
 			// Created just before a crash, never used: garbage
 			// (removeGarbageLocked).
 			continue
+		}
+		if fsize, err := fileSize(d.opts.FS, vfs.Join(d.dirname, vlog.FileName(num))); err == nil && fsize > size {
+			if d.vlogTails == nil {
+				d.vlogTails = map[uint64]int64{}
+			}
+			d.vlogTails[num] = size
 		}
 		vs.vlog[num] = &vlogSegment{size: uint64(size)}
 		d.mu.pendingSeals = append(d.mu.pendingSeals, manifest.VlogSegment{Num: num, Bytes: uint64(size)})
@@ -77,6 +87,77 @@ func (d *DB) openValueLog() error {
 	// cache): never reuse one a segment has.
 	if vs.nextFileNum <= maxNum {
 		vs.nextFileNum = maxNum + 1
+	}
+	return nil
+}
+
+// fileSize returns the size of the file at path.
+func fileSize(fsys vfs.FS, path string) (int64, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Size()
+}
+
+// checkVlogTails tells a torn tail from damage, for each segment that was
+// active at the last crash and whose file goes on past its valid prefix.
+// Every durable pointer points to synced bytes (the value log is forced
+// before a journal frame or a table that points into it becomes durable),
+// and a crash can only tear what was not synced. So a pointer past the
+// valid prefix, in a table of the tree or a replayed journal record, means
+// a record in the synced part is damaged: truncating there would lose
+// acknowledged data, and the cleaner would then remove the rest. Only the
+// memtables and the tables written after the segment was created (file
+// numbers are shared) can hold such pointers. dirs lists the tables.
+func (d *DB) checkVlogTails(tails map[uint64]int64, tables []uint64) error {
+	if len(tails) == 0 {
+		return nil
+	}
+	check := func(it base.InternalIterator, where string) error {
+		defer it.Close()
+		for ok := it.First(); ok; ok = it.Next() {
+			if it.Key().Kind() != base.KindValuePointer {
+				continue
+			}
+			p, err := vlog.DecodePointer(it.Value())
+			if err != nil {
+				return base.Corruptf(where, -1, "key %q: bad value pointer: %v", it.Key().UserKey, err)
+			}
+			valid, ok := tails[p.Segment]
+			if ok && int64(p.Offset)+int64(p.Len) > valid {
+				return base.Corruptf(vlog.FileName(p.Segment), valid,
+					"damaged record in the synced part of the segment: %s (key %q) points past it", where, it.Key().UserKey)
+			}
+		}
+		return it.Error()
+	}
+	var oldest uint64 = math.MaxUint64
+	for seg := range tails {
+		oldest = min(oldest, seg)
+	}
+	for _, n := range tables {
+		if n < oldest {
+			continue
+		}
+		rd, release, err := d.tableCache.get(n)
+		if err != nil {
+			return err
+		}
+		err = check(rd.NewIter(), tableFileName(n))
+		release()
+		if err != nil {
+			return err
+		}
+	}
+	d.mu.Lock()
+	mems := append([]*memTable{d.mu.mem.mutable}, d.mu.mem.queue...)
+	d.mu.Unlock()
+	for _, m := range mems {
+		if err := check(m.NewIter(), "the journal"); err != nil {
+			return err
+		}
 	}
 	return nil
 }
