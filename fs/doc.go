@@ -62,9 +62,10 @@
 // or the parent's gid in a setgid directory (subdirectories inherit the
 // bit); chown of a non-directory and an unprivileged write clear setuid (and
 // setgid with group execute), and writes, truncation and chown remove file
-// capabilities (security.capability), so CAP_HANDLE_KILLPRIV(_V2) can be
-// turned on (WRITE_KILL_SUIDGID, FATTR_KILL_SUIDGID and OPEN_KILL_SUIDGID
-// are honoured); ctime changes with every change (and, as on ext4, with
+// capabilities (security.capability). lsmfs asks for CAP_HANDLE_KILLPRIV_V2,
+// so the kernel leaves all of this to it (WRITE_KILL_SUIDGID,
+// FATTR_KILL_SUIDGID and OPEN_KILL_SUIDGID are honoured) and no longer asks
+// for security.capability before every write(2); ctime changes with every change (and, as on ext4, with
 // chown to the same owner), mtime and ctime with data, and a directory's
 // mtime and ctime with its entries.
 // Access times are not updated by reads (noatime), only by utimens.

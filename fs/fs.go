@@ -133,6 +133,11 @@ func (f *FS) BlockSize() int { return f.bs }
 //   - POSIX ACLs (EnableAcl), with CAP_DONT_MASK (the umask arrives apart
 //     from the mode, so that a default ACL can replace it) and
 //     CAP_SETXATTR_EXT (SETXATTR_ACL_KILL_SGID); see node_acl.go.
+//   - CAP_HANDLE_KILLPRIV_V2: lsmfs clears setuid/setgid and removes
+//     file capabilities itself on write, truncate, chown and open(O_TRUNC)
+//     (WRITE_KILL_SUIDGID, FATTR_KILL_SUIDGID, OPEN_KILL_SUIDGID), so the
+//     kernel no longer asks for security.capability (a GETXATTR) before
+//     every write(2): one request per write instead of two.
 //   - CAP_WRITEBACK_CACHE when Options.WritebackCache is set.
 //
 // Entry, attribute and negative-entry timeouts are returned with every reply
@@ -146,7 +151,7 @@ func (f *FS) MountOptions() fuse.MountOptions {
 		MaxBackground:        64,
 		EnableSymlinkCaching: true,
 		EnableAcl:            true,
-		ExtraCapabilities:    fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT,
+		ExtraCapabilities:    fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT | fuse.CAP_HANDLE_KILLPRIV_V2,
 	}
 	if f.opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -82,6 +83,65 @@ func TestSecurity(t *testing.T) {
 		asNobody(t, "cat "+secret, "Permission denied")
 		// The owner's own 0600 file is readable to it.
 		asNobody(t, "sh -c 'echo hi > "+open+"/own; chmod 600 "+open+"/own; cat "+open+"/own'", "")
+	})
+
+	// With CAP_HANDLE_KILLPRIV_V2 the kernel leaves these to lsmfs: a write
+	// or truncation by an unprivileged process clears setuid, and setgid
+	// when group execute is set; any write removes file capabilities, a
+	// privileged one keeps the mode bits.
+	t.Run("kill-privileges", func(t *testing.T) {
+		f := newFS(t, fsOptions{mountOpts: "allow_other"})
+		openUp(t, f.mnt)
+		// A valid VFS_CAP_REVISION_2 value: magic, then permitted and
+		// inheritable words (CAP_NET_RAW permitted).
+		capValue := binary.LittleEndian.AppendUint32(nil, 0x02000000)
+		capValue = binary.LittleEndian.AppendUint32(capValue, 1<<13)
+		capValue = append(capValue, make([]byte, 12)...)
+		mk := func(name string, mode uint32) string {
+			p := f.path(name)
+			if err := os.WriteFile(p, []byte("data"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Setxattr(p, "security.capability", capValue, 0); err != nil {
+				t.Fatalf("set security.capability: %v", err)
+			}
+			if err := unix.Chmod(p, mode); err != nil { // after setxattr: it may clear bits
+				t.Fatal(err)
+			}
+			return p
+		}
+		check := func(what, p string, wantMode uint32) {
+			t.Helper()
+			var st unix.Stat_t
+			if err := unix.Stat(p, &st); err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Mode & 0o7777; got != wantMode {
+				t.Errorf("%s: mode %04o, want %04o", what, got, wantMode)
+			}
+			if _, err := unix.Getxattr(p, "security.capability", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
+				t.Errorf("%s: security.capability still there (%v)", what, err)
+			}
+		}
+		p := mk("suid-sgid", 0o6777)
+		asNobody(t, "printf x >> "+p, "")
+		check("write by nobody", p, 0o0777)
+		p = mk("sgid-no-gx", 0o2767) // setgid without group execute: a locking mark, kept
+		asNobody(t, "printf x >> "+p, "")
+		check("write by nobody, no group execute", p, 0o2767)
+		p = mk("truncated", 0o6777)
+		asNobody(t, "truncate -s 1 "+p, "")
+		check("truncate by nobody", p, 0o0777)
+		p = mk("root-writes", 0o6777)
+		fd, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fd.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		fd.Close()
+		check("write by root", p, 0o6777)
 	})
 
 	t.Run("name-too-long", func(t *testing.T) {
