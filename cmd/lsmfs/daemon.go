@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -165,6 +166,7 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 	defer closeLog()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	setMemoryLimit(cfg, logger)
 
 	m, err := mount.Mount(ctx, req.dataDir, req.mountpoint, cfg, logger)
 	if err != nil {
@@ -184,6 +186,24 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 		return withCode(exitFailure, err)
 	}
 	return nil
+}
+
+// setMemoryLimit gives the Go runtime a soft memory limit of what the
+// daemon plans to hold: the block cache, MaxMemtables memtables and 64 MiB
+// for everything else (handles, buffers, tables' indexes and filters). The
+// collector then runs when the heap nears it instead of letting it double
+// (GOGC=100): the daemon's RSS follows the cache and memtable options. The
+// limit is soft: a daemon that needs more still gets it, at the price of
+// more collections. A GOMEMLIMIT in the environment takes precedence.
+func setMemoryLimit(cfg mount.Config, logger *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	o := cfg.EngineOptions(nil)
+	o.EnsureDefaults()
+	limit := max(o.CacheSize, 0) + int64(o.MaxMemtables)*o.MemtableSize + 64<<20
+	debug.SetMemoryLimit(limit)
+	logger.Debug("memory limit", "bytes", limit)
 }
 
 // reportReady writes the readiness line (see daemonize) and closes ready.
