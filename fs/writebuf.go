@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"slices"
+	"syscall"
 
 	"github.com/lsmfs/lsmfs/lsm"
 )
@@ -66,10 +67,22 @@ func (f *FS) putBlockBuf(b []byte) {
 
 // bufferWrite copies data to offset off of oi's file into its write buffer.
 // oi's lock is held exclusively.
+// openInodeRecord reads the record of an open inode. An open inode always
+// has one (an unlinked one is an orphan until its last release): its
+// absence is a bug or damage, logged as such.
+func (f *FS) openInodeRecord(ino uint64) (inode, error) {
+	n, err := f.getInode(ino)
+	if errors.Is(err, syscall.ENOENT) {
+		_, again := f.getInode(ino)
+		f.log.Error("fs: the record of an open inode is missing", "ino", ino, "found_on_retry", again == nil)
+	}
+	return n, err
+}
+
 func (f *FS) bufferWrite(oi *openInode, off uint64, data []byte, kill bool) error {
 	wb := &oi.wb
 	if !wb.dirty() {
-		n, err := f.getInode(oi.ino)
+		n, err := f.openInodeRecord(oi.ino)
 		if err != nil {
 			return err
 		}
@@ -136,7 +149,7 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 	for start := 0; start < len(idxs); {
 		end := min(start+chunk, len(idxs))
 		final := end == len(idxs)
-		n, err := f.getInode(oi.ino)
+		n, err := f.openInodeRecord(oi.ino)
 		if err != nil {
 			return err
 		}

@@ -30,7 +30,13 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	lsmfsBin = filepath.Join(dir, "lsmfs")
-	build := exec.Command("go", "build", "-o", lsmfsBin, "github.com/lsmfs/lsmfs/cmd/lsmfs")
+	args := []string{"build", "-o", lsmfsBin}
+	if os.Getenv("LSMFS_RACE") != "" {
+		// Opt-in: a daemon built with the race detector (set GORACE,
+		// e.g. log_path=/tmp/lsmfs-race, to collect its reports).
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/lsmfs/lsmfs/cmd/lsmfs")...)
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "tests: building lsmfs: %v\n%s", err, out)
 		return 1
