@@ -189,7 +189,7 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 }
 
 // setMemoryLimit gives the Go runtime a soft memory limit of what the
-// daemon plans to hold: the block cache, MaxMemtables memtables and 64 MiB
+// daemon plans to hold: the block cache, MaxMemtables memtables and 128 MiB
 // for everything else (handles, buffers, tables' indexes and filters). The
 // collector then runs when the heap nears it instead of letting it double
 // (GOGC=100): the daemon's RSS follows the cache and memtable options. The
@@ -201,7 +201,7 @@ func setMemoryLimit(cfg mount.Config, logger *slog.Logger) {
 	}
 	o := cfg.EngineOptions(nil)
 	o.EnsureDefaults()
-	limit := max(o.CacheSize, 0) + int64(o.MaxMemtables)*o.MemtableSize + 64<<20
+	limit := max(o.CacheSize, 0) + int64(o.MaxMemtables)*o.MemtableSize + 128<<20
 	debug.SetMemoryLimit(limit)
 	logger.Debug("memory limit", "bytes", limit)
 }
