@@ -166,7 +166,8 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 	defer closeLog()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	setMemoryLimit(cfg, logger)
+	mnt, _ := filepath.Abs(req.mountpoint)
+	setMemoryLimit(cfg, logger.With("mountpoint", mnt))
 
 	m, err := mount.Mount(ctx, req.dataDir, req.mountpoint, cfg, logger)
 	if err != nil {
