@@ -193,6 +193,9 @@ func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, err
 	}
 	if !empty {
 		db, err := lsm.Open(dataDir, engineOpts)
+		if errors.Is(err, vfs.ErrLocked) {
+			db, err = openAfterClose(dataDir, engineOpts, closeWait)
+		}
 		if err != nil {
 			return nil, openError(dataDir, err)
 		}
@@ -214,6 +217,32 @@ func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, err
 	}
 	logger.Info("formatted empty data directory", "datadir", dataDir, "uuid", FormatUUID(uuid))
 	return db, nil
+}
+
+// closeWait is how long a mount waits for the daemon of an earlier mount of
+// the same data directory to finish closing: umount(8) returns when the
+// kernel let go of the mount, while that daemon may still be writing its
+// last tables (`umount M && mount M` in a script must work).
+const closeWait = 10 * time.Second
+
+// openAfterClose opens the engine in dataDir, whose lock another process
+// holds, once that process lets go, polling for up to wait. A data
+// directory that a daemon serves (its control socket answers) fails at once.
+func openAfterClose(dataDir string, o *lsm.Options, wait time.Duration) (*lsm.DB, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, serr := NewControl(dataDir).Stats(ctx)
+	cancel()
+	if serr == nil {
+		return nil, fmt.Errorf("open %s: %w", dataDir, vfs.ErrLocked)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		db, err := lsm.Open(dataDir, o)
+		if !errors.Is(err, vfs.ErrLocked) || time.Now().After(deadline) {
+			return db, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // openError turns an error from lsm.Open or fs.New into one line naming the
