@@ -267,7 +267,7 @@ func (d *DB) listGarbage(r *CheckReport) {
 				r.Garbage = append(r.Garbage, name)
 			default:
 				r.Notes = append(r.Notes, fmt.Sprintf("value-log segment %s was active at a crash (%d valid bytes); a writable open seals it", name, size))
-				if fsize, err := fileSize(d.opts.FS, vfs.Join(d.dirname, name)); err == nil && fsize > size {
+				if fi, err := d.opts.FS.Stat(vfs.Join(d.dirname, name)); err == nil && fi.Size() > size {
 					tails[n] = size
 				}
 			}

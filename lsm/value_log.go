@@ -69,7 +69,7 @@ func (d *DB) openValueLog() error {
 			// (removeGarbageLocked).
 			continue
 		}
-		if fsize, err := fileSize(d.opts.FS, vfs.Join(d.dirname, vlog.FileName(num))); err == nil && fsize > size {
+		if fi, err := d.opts.FS.Stat(vfs.Join(d.dirname, vlog.FileName(num))); err == nil && fi.Size() > size {
 			if d.vlogTails == nil {
 				d.vlogTails = map[uint64]int64{}
 			}
@@ -89,16 +89,6 @@ func (d *DB) openValueLog() error {
 		vs.nextFileNum = maxNum + 1
 	}
 	return nil
-}
-
-// fileSize returns the size of the file at path.
-func fileSize(fsys vfs.FS, path string) (int64, error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return f.Size()
 }
 
 // checkVlogTails tells a torn tail from damage, for each segment that was

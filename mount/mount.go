@@ -226,8 +226,8 @@ func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, err
 const closeWait = 10 * time.Second
 
 // openAfterClose opens the engine in dataDir, whose lock another process
-// holds, once that process lets go, polling for up to wait. A data
-// directory that a daemon serves (its control socket answers) fails at once.
+// holds, once that process lets go, for up to wait. A data directory that a
+// daemon serves (its control socket answers) fails at once.
 func openAfterClose(dataDir string, o *lsm.Options, wait time.Duration) (*lsm.DB, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_, serr := NewControl(dataDir).Stats(ctx)
@@ -235,13 +235,24 @@ func openAfterClose(dataDir string, o *lsm.Options, wait time.Duration) (*lsm.DB
 	if serr == nil {
 		return nil, fmt.Errorf("open %s: %w", dataDir, vfs.ErrLocked)
 	}
+	return OpenWhenUnlocked(context.Background(), wait, func() (*lsm.DB, error) { return lsm.Open(dataDir, o) })
+}
+
+// OpenWhenUnlocked calls open until it fails with something other than
+// vfs.ErrLocked, polling for up to wait (or until ctx ends): for a data
+// directory whose daemon is still closing after an unmount. It returns the
+// last result.
+func OpenWhenUnlocked(ctx context.Context, wait time.Duration, open func() (*lsm.DB, error)) (*lsm.DB, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		db, err := lsm.Open(dataDir, o)
-		if !errors.Is(err, vfs.ErrLocked) || time.Now().After(deadline) {
+		db, err := open()
+		if !errors.Is(err, vfs.ErrLocked) || time.Now().After(deadline) || ctx.Err() != nil {
 			return db, err
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
 }
 

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/lsmfs/lsmfs/lsm"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
@@ -28,10 +25,10 @@ import (
 //   - a daemon answers on the control socket: the filesystem is mounted; fail
 //     at once, naming the mount point;
 //   - no daemon answers but the lock is held: a daemon is closing (or
-//     another lsmfs command has the directory); wait for the lock, up to
-//     --wait (default 10s), saying so on stderr, then open.
+//     another lsmfs command has the directory); try again every 50 ms, up
+//     to --wait (default 10s), saying so on stderr (mount.OpenWhenUnlocked,
+//     which a mount uses for the same case).
 //
-// The wait blocks in flock(2), so it ends the moment the lock is released.
 // `lsmfs umount MOUNTPOINT` is the other way round: it returns only after
 // the daemon has exited.
 
@@ -78,10 +75,7 @@ func openEngine(c *cli.Context, dataDir string, readOnly bool) (*lsm.DB, *lsm.Op
 		return nil, nil, inUse(dataDir, err)
 	}
 	fmt.Fprintf(c.App.ErrWriter, "lsmfs: %s is locked: waiting up to %s for its daemon to finish closing\n", dataDir, wait)
-	if !waitLock(c.Context, filepath.Join(dataDir, "LOCK"), wait) {
-		return nil, nil, inUse(dataDir, err)
-	}
-	db, err = lsm.Open(dataDir, opts)
+	db, err = mount.OpenWhenUnlocked(c.Context, wait, func() (*lsm.DB, error) { return lsm.Open(dataDir, opts) })
 	if errors.Is(err, vfs.ErrLocked) {
 		return nil, nil, inUse(dataDir, err)
 	}
@@ -90,33 +84,4 @@ func openEngine(c *cli.Context, dataDir string, readOnly bool) (*lsm.DB, *lsm.Op
 
 func inUse(dataDir string, err error) error {
 	return fmt.Errorf("%s is in use (locked by another process: a daemon still closing, or another lsmfs command): %w", dataDir, err)
-}
-
-// waitLock waits until the flock(2) lock on path can be taken, up to wait,
-// and reports whether it could. It takes and drops a shared lock in a
-// goroutine; if the wait times out, that goroutine stays blocked until the
-// command exits (lsmfs commands exit right after such a failure).
-func waitLock(ctx context.Context, path string, wait time.Duration) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
-	}
-	got := make(chan error, 1)
-	go func() {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_SH)
-		if err == nil {
-			unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		}
-		got <- err
-	}()
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case err := <-got:
-		f.Close()
-		return err == nil
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return false
 }
