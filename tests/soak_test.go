@@ -40,7 +40,14 @@ func TestSoak(t *testing.T) {
 	}
 	seed := testSeed(t)
 	const workers = 16
-	f := newFS(t, fsOptions{mountOpts: "cache_size=64M,memtable_size=16M"})
+	// LSMFS_SOAK_OPTS replaces the mount options, e.g. small memtables and
+	// cache to make flushes, compactions and cache misses frequent.
+	opts := "cache_size=64M,memtable_size=16M"
+	if o := os.Getenv("LSMFS_SOAK_OPTS"); o != "" {
+		opts = o
+	}
+	t.Logf("soak: mount options %s", opts)
+	f := newFS(t, fsOptions{mountOpts: opts})
 	deadline := time.Now().Add(dur)
 	var ops, errs atomic.Int64
 	var errMu sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
@@ -232,4 +233,66 @@ func TestFlatMatchesSkiplist(t *testing.T) {
 		}
 	}
 	t.Logf("skiplist %d B, flat %d B for %d entries; %d duplicate versions", m.Size(), f.Size(), f.Len(), f.DuplicateKeys())
+}
+
+// TestGetRacingInsertBefore inserts each key just before a key that a reader
+// keeps looking up. A lookup must find its key whatever lands in front of it
+// meanwhile: an earlier seekGE read its predecessor's next pointer twice, and
+// an insert between the two reads made Get return the new, smaller key's
+// node and report the looked-up key missing (issue 6's transient ENOENT).
+func TestGetRacingInsertBefore(t *testing.T) {
+	const n = 100_000
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'I'}, uint64(i)) }
+	m := memtable.New(64 << 20)
+	seq := base.SeqNum(1)
+	for i := 0; i < n; i += 2 {
+		if err := m.Add(base.MakeInternalKey(key(i), seq, base.KindSet), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+	}
+	snap := seq
+	var next atomic.Int64 // the odd key the writer inserts next
+	next.Store(1)
+	var misses atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			it := m.NewIter()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// The even key after the odd key about to be inserted.
+				i := int(next.Load()) + 1
+				if i >= n {
+					return
+				}
+				k := key(i)
+				if _, _, ok := m.Get(k, snap); !ok {
+					misses.Add(1)
+				}
+				if !it.SeekGE(k) || !bytes.Equal(it.Key().UserKey, k) {
+					misses.Add(1)
+				}
+			}
+		}()
+	}
+	for i := 1; i < n; i += 2 {
+		if err := m.Add(base.MakeInternalKey(key(i), seq, base.KindSet), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		next.Store(int64(i + 2))
+	}
+	close(stop)
+	wg.Wait()
+	if k := misses.Load(); k > 0 {
+		t.Fatalf("%d lookups of a present key missed it while a smaller key was inserted in front of it", k)
+	}
 }

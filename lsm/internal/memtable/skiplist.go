@@ -179,22 +179,34 @@ func (s *skiplist) add(key, value []byte) error {
 // seekGE returns the first node whose key is >= key (encoded internal key
 // comparison), or 0.
 func (s *skiplist) seekGE(key []byte) uint32 {
-	return s.next(s.findLT(key), 0)
+	_, nx := s.findSplice(key)
+	return nx
 }
 
-// findLT returns the last node < key, or the head.
-func (s *skiplist) findLT(key []byte) uint32 {
+// findSplice returns the last node < key (or the head) and the node its
+// level-0 link pointed to when read: the first node >= key at that moment.
+// The successor is the one pointer read once. Reading the predecessor's link
+// again would race with an insert between the two (a concurrent writer may
+// link a node < key in there) and return a node < key.
+func (s *skiplist) findSplice(key []byte) (prev, next uint32) {
 	x := s.head
 	p := keyPrefix(key)
+	var nx uint32
 	for lvl := int(s.height.load()) - 1; lvl >= 0; lvl-- {
 		for {
-			nx := s.next(x, lvl)
+			nx = s.next(x, lvl)
 			if nx == 0 || !s.less(nx, key, p) {
 				break
 			}
 			x = nx
 		}
 	}
+	return x, nx
+}
+
+// findLT returns the last node < key, or the head.
+func (s *skiplist) findLT(key []byte) uint32 {
+	x, _ := s.findSplice(key)
 	return x
 }
 
