@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 )
 
 // TestReadYourWritesUnderLoad: a key is visible to Get as soon as Apply
-// returns, while other writers rotate, flatten and flush segments.
+// returns, while other writers insert next to it and rotate, flatten and
+// flush segments.
 func TestReadYourWritesUnderLoad(t *testing.T) {
 	dur := 2 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("LSMFS_RYW")); err == nil {
@@ -36,12 +38,16 @@ func TestReadYourWritesUnderLoad(t *testing.T) {
 			deadline := time.Now().Add(dur)
 			var wg sync.WaitGroup
 			big := make([]byte, 16<<10)
+			var next atomic.Uint64
 			for w := 0; w < 16; w++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for i := 0; time.Now().Before(deadline); i++ {
-						k := []byte(fmt.Sprintf("i%02d%08d", w, i))
+						// Keys from one counter, as inode numbers are: the
+						// workers apply neighbouring keys out of order, so
+						// inserts land right in front of keys being read.
+						k := []byte(fmt.Sprintf("i%012d", next.Add(1)))
 						b := lsm.NewBatch()
 						b.Set(k, binary.BigEndian.AppendUint64(make([]byte, 0, 100), uint64(i)))
 						if err := db.Apply(b, false); err != nil {
