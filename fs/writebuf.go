@@ -156,7 +156,7 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 		b.Reset()
 		for _, idx := range idxs[start:end] {
 			db := wb.blocks[idx]
-			b.Set(blockKey(oi.ino, idx), db.data)
+			b.SetShared(blockKey(oi.ino, idx), db.data) // held until Apply returns
 			n.Stored += uint64(len(db.data) - max(db.oldLen, 0))
 		}
 		if final {

@@ -28,7 +28,18 @@ type Batch struct {
 	// frees: the batch deletes something (it is applied even when the
 	// engine is out of space; see space.go).
 	frees bool
+	// shared holds the values of SetShared entries, which repr refers to
+	// by index (kindSetShared); refBytes is their total length.
+	shared   [][]byte
+	refBytes int
 }
+
+// kindSetShared marks, in a batch not yet applied, a Set whose value the
+// batch holds by reference (SetShared); the entry's value field is the
+// value's index in Batch.shared. Apply turns it into a KindSet or a
+// value-log pointer before the batch is stamped: it never reaches the
+// journal, a memtable or a table, and a reader of stored batches refuses it.
+const kindSetShared base.Kind = 0x7f
 
 // batchVersion is part of the on-disk format; never change it.
 const batchVersion = 1
@@ -67,6 +78,26 @@ func (b *Batch) add(kind base.Kind, key, value []byte, hasValue bool) {
 // Set writes key=value. The batch copies both.
 func (b *Batch) Set(key, value []byte) { b.add(base.KindSet, key, value, true) }
 
+// SetShared writes key=value like Set, but without copying value: the batch
+// refers to it until Apply returns (or the batch is reset), and the caller
+// must not modify it until then. For large values, which the engine then
+// copies once, into the value log, instead of twice.
+func (b *Batch) SetShared(key, value []byte) {
+	b.init()
+	b.repr = append(b.repr, byte(kindSetShared))
+	b.repr = binary.AppendUvarint(b.repr, uint64(len(key)))
+	b.repr = append(b.repr, key...)
+	var ib [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(ib[:], uint64(len(b.shared)))
+	b.repr = append(b.repr, byte(n)) // the value field: the index's uvarint
+	b.repr = append(b.repr, ib[:n]...)
+	b.shared = append(b.shared, value)
+	b.refBytes += len(value)
+	b.count++
+	b.memSize += uint64(len(key) + len(value) + memEntryOverhead)
+	b.maxValue = max(b.maxValue, len(value))
+}
+
 // Delete removes key.
 func (b *Batch) Delete(key []byte) { b.add(base.KindDelete, key, nil, false) }
 
@@ -83,11 +114,14 @@ func (b *Batch) Count() int { return int(b.count) }
 // Empty reports whether the batch has no entries.
 func (b *Batch) Empty() bool { return b.count == 0 }
 
-// Len is the encoded size in bytes.
-func (b *Batch) Len() int { return len(b.repr) }
+// Len is the encoded size in bytes (SetShared values included).
+func (b *Batch) Len() int { return len(b.repr) + b.refBytes }
 
 // Reset empties the batch, keeping its buffer.
 func (b *Batch) Reset() {
+	clear(b.shared)
+	b.shared = b.shared[:0]
+	b.refBytes = 0
 	b.repr = b.repr[:0]
 	b.count = 0
 	b.memSize = 0
@@ -102,12 +136,50 @@ func (b *Batch) setSeq(seq base.SeqNum) {
 	binary.LittleEndian.PutUint32(b.repr[9:], b.count)
 }
 
+// materialize returns b with its SetShared values copied in (b itself when
+// it has none).
+func (b *Batch) materialize() (*Batch, error) {
+	if len(b.shared) == 0 {
+		return b, nil
+	}
+	r, err := b.reader()
+	if err != nil {
+		return nil, err
+	}
+	out := &Batch{repr: make([]byte, 0, b.Len())}
+	for {
+		e, ok, err := r.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return out, nil
+		}
+		out.add(e.kind, e.key, e.value, e.kind != base.KindDelete)
+	}
+}
+
+// reader returns a reader of a batch not yet applied: SetShared entries
+// read as KindSet entries with their values.
+func (b *Batch) reader() (*batchReader, error) {
+	b.setSeq(0) // stamps the count the reader needs
+	r, err := newBatchReader(b.repr)
+	if err != nil {
+		return nil, err
+	}
+	r.shared = b.shared
+	return r, nil
+}
+
 // batchReader decodes an encoded batch.
 type batchReader struct {
 	data  []byte
 	seq   base.SeqNum
 	count uint32
 	i     uint32
+	// shared resolves kindSetShared entries (a batch not yet applied);
+	// nil for stored batches, where the kind is corruption.
+	shared [][]byte
 }
 
 // batchEntry is one decoded entry; slices alias the batch.
@@ -150,6 +222,11 @@ func (r *batchReader) next() (e batchEntry, ok bool, err error) {
 	case base.KindSet, base.KindRangeDelete, base.KindValuePointer:
 		hasValue = true
 	case base.KindDelete:
+	case kindSetShared:
+		if r.shared == nil {
+			return e, false, fmt.Errorf("batch: entry %d has kind %d: %w", r.i, e.kind, ErrCorrupt)
+		}
+		hasValue = true
 	default:
 		return e, false, fmt.Errorf("batch: entry %d has kind %d: %w", r.i, e.kind, ErrCorrupt)
 	}
@@ -160,6 +237,13 @@ func (r *batchReader) next() (e batchEntry, ok bool, err error) {
 		if e.value, err = r.bytes(); err != nil {
 			return e, false, err
 		}
+	}
+	if e.kind == kindSetShared {
+		i, w := binary.Uvarint(e.value)
+		if w <= 0 || w != len(e.value) || i >= uint64(len(r.shared)) {
+			return e, false, fmt.Errorf("batch: entry %d: bad shared value index: %w", r.i, ErrCorrupt)
+		}
+		e.kind, e.value = base.KindSet, r.shared[i]
 	}
 	e.seq = r.seq + base.SeqNum(r.i)
 	r.i++

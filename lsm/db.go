@@ -221,6 +221,13 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 		}
 		d.space.written.Add(uint64(b.Len()))
 		b = sep
+	} else if len(b.shared) > 0 {
+		m, err := b.materialize()
+		if err != nil {
+			d.commit.Unlock()
+			return fmt.Errorf("apply batch: %w", err)
+		}
+		b = m
 	}
 	c, err := d.applyLocked(b, sync)
 	d.commit.Unlock()

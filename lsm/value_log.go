@@ -194,8 +194,7 @@ func fileNum(name, ext string) (uint64, bool) {
 // separateValues returns a copy of b whose large values went to the value
 // log; d.commit is held.
 func (d *DB) separateValues(b *Batch) (*Batch, error) {
-	b.setSeq(0) // stamps the count the reader needs
-	r, err := newBatchReader(b.repr)
+	r, err := b.reader()
 	if err != nil {
 		return nil, err
 	}
