@@ -390,6 +390,9 @@ func (m *Mounted) Stats() Stats {
 	return s
 }
 
+// MemtableBytes is the memory the engine's memtables hold now.
+func (m *Mounted) MemtableBytes() uint64 { return m.db.Metrics().MemtableBytes }
+
 // MetricsAddress returns the address the metrics= endpoint listens on, ""
 // without metrics=.
 func (m *Mounted) MetricsAddress() string { return m.metricsAddr }

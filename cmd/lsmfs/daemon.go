@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -167,7 +168,7 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	mnt, _ := filepath.Abs(req.mountpoint)
-	setMemoryLimit(cfg, logger.With("mountpoint", mnt))
+	updateLimit := setMemoryLimit(cfg, logger.With("mountpoint", mnt))
 
 	m, err := mount.Mount(ctx, req.dataDir, req.mountpoint, cfg, logger)
 	if err != nil {
@@ -176,6 +177,9 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 		return withCode(exitMountFailed, err)
 	}
 	reportReady(ready, nil)
+	if updateLimit != nil {
+		go followMemtables(m, updateLimit)
+	}
 	if ready != nil && cfg.LogFile == "" {
 		// The parent's in-memory stderr is of no use any more.
 		if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
@@ -189,22 +193,59 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 	return nil
 }
 
-// setMemoryLimit gives the Go runtime a soft memory limit of what the
-// daemon plans to hold: the block cache, MaxMemtables memtables and 128 MiB
-// for everything else (handles, buffers, tables' indexes and filters). The
-// collector then runs when the heap nears it instead of letting it double
-// (GOGC=100): the daemon's RSS follows the cache and memtable options. The
-// limit is soft: a daemon that needs more still gets it, at the price of
-// more collections. A GOMEMLIMIT in the environment takes precedence.
-func setMemoryLimit(cfg mount.Config, logger *slog.Logger) {
+// memoryMargin is the soft memory limit's allowance beyond the block cache
+// and the memtables: handles, buffers, tables' indexes and filters, garbage
+// between collections. With the runtime's own memory outside the Go heap
+// (text, stacks' pages, about 16 MiB) the daemon's RSS stays under
+// cache_size + memtable_size + 128 MiB while the memtables hold at most
+// memtable_size.
+const memoryMargin = 112 << 20
+
+// memoryLimit is the soft Go memory limit for a block cache of cache bytes
+// and memtables holding mem bytes (at least memtableSize counted: the
+// memtables fill between two updates).
+func memoryLimit(cache, memtableSize int64, mem uint64) int64 {
+	return max(cache, 0) + max(memtableSize, int64(mem)) + memoryMargin
+}
+
+// setMemoryLimit gives the Go runtime a soft memory limit of what the daemon
+// plans to hold (memoryLimit). The collector then runs when the heap nears
+// it instead of letting it double (GOGC=100): the daemon's RSS follows the
+// cache and memtable options. The limit is soft: a daemon that needs more
+// still gets it, at the price of more collections. It returns a function
+// that raises or lowers the limit with the memory the memtables hold (the
+// engine lets them reach MaxMemtables x memtable_size while a flush runs),
+// or nil when a GOMEMLIMIT in the environment takes precedence.
+func setMemoryLimit(cfg mount.Config, logger *slog.Logger) func(memtables uint64) {
 	if os.Getenv("GOMEMLIMIT") != "" {
-		return
+		return nil
 	}
 	o := cfg.EngineOptions(nil)
 	o.EnsureDefaults()
-	limit := max(o.CacheSize, 0) + int64(o.MaxMemtables)*o.MemtableSize + 128<<20
+	limit := memoryLimit(o.CacheSize, o.MemtableSize, 0)
 	debug.SetMemoryLimit(limit)
 	logger.Debug("memory limit", "bytes", limit)
+	return func(memtables uint64) {
+		if l := memoryLimit(o.CacheSize, o.MemtableSize, memtables); l != limit {
+			limit = l
+			debug.SetMemoryLimit(l)
+		}
+	}
+}
+
+// followMemtables updates the memory limit with the memtables' memory
+// until the mount ends.
+func followMemtables(m *mount.Mounted, update func(uint64)) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.Done():
+			return
+		case <-t.C:
+			update(m.MemtableBytes())
+		}
+	}
 }
 
 // reportReady writes the readiness line (see daemonize) and closes ready.
