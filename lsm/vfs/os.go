@@ -47,6 +47,12 @@ func (f osFile) Preallocate(size int64) error {
 	return err
 }
 
+// StartWriteback asks the kernel to start writing the file's dirty pages in
+// [off, off+n) to the device, without waiting for them (see WriteBacker).
+func (f osFile) StartWriteback(off, n int64) error {
+	return unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
 func (osFS) Create(name string) (File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {

@@ -25,6 +25,15 @@ type File interface {
 	Preallocate(size int64) error
 }
 
+// WriteBacker is a File that can start writing back a range of its dirty
+// pages without waiting (sync_file_range(2) with SYNC_FILE_RANGE_WRITE). It
+// promises nothing about durability: a writer of a long file uses it so that
+// its next Sync finds little left to write. Files that do not implement it
+// skip the hint.
+type WriteBacker interface {
+	StartWriteback(off, n int64) error
+}
+
 // FS is the filesystem the engine lives on.
 type FS interface {
 	// Create creates or truncates the named file for reading and writing,

@@ -33,6 +33,7 @@ type Writer struct {
 		buf     []byte
 		written int64 // bytes in the file
 		synced  int64
+		hinted  int64 // writeback started up to here (see writebackEvery)
 		err     error // sticky
 	}
 }
@@ -88,7 +89,15 @@ func (w *Writer) start() (uint64, vfs.File, error) {
 func (w *Writer) installLocked(seg uint64, f vfs.File) {
 	w.mu.seg, w.mu.f = seg, f
 	w.mu.written, w.mu.synced = int64(segHeaderLen), int64(segHeaderLen)
+	w.mu.hinted = 0
 }
+
+// writebackEvery is how many written bytes the writer lets pile up in the
+// page cache before it asks the kernel to start writing them back. A
+// segment's Sync at its roll (or before a journal force) then has little
+// left to write: without it, a 64 MiB segment's roll blocked the writer for
+// tens of milliseconds.
+const writebackEvery = 8 << 20
 
 // Append buffers a record and returns its pointer. The value is readable
 // after the next Flush (or Sync).
@@ -165,6 +174,12 @@ func (w *Writer) flushLocked() error {
 	w.mu.written += int64(len(w.mu.buf))
 	w.BytesWritten.Add(uint64(len(w.mu.buf)))
 	w.mu.buf = w.mu.buf[:0]
+	if n := w.mu.written - w.mu.hinted; n >= writebackEvery {
+		if wb, ok := w.mu.f.(vfs.WriteBacker); ok {
+			wb.StartWriteback(w.mu.hinted, n) // a hint: its failure changes nothing
+		}
+		w.mu.hinted = w.mu.written
+	}
 	return nil
 }
 
