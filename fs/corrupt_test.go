@@ -29,19 +29,11 @@ import (
 // what was written, fsck (DB.Check and fs.Check) must report a problem.
 // Nothing may panic. LSMFS_SEED=N replays; LSMFS_LONG=1 flips more.
 func TestCorruptInput(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("LSMFS_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed = n
-	}
+	seed := testSeed(t)
 	iterations := 300
 	if os.Getenv("LSMFS_LONG") != "" {
 		iterations = 3000
 	}
-	t.Logf("seed %d (replay with LSMFS_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 13))
 	base, want := populatedImage(t)
 
@@ -319,4 +311,19 @@ func readTree(raw fuse.RawFileSystem, want map[string]imageFile) string {
 		}
 	}
 	return ""
+}
+
+// testSeed returns the seed of a randomized test: LSMFS_SEED, or the clock.
+func testSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("LSMFS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (replay with LSMFS_SEED=%d)", seed, seed)
+	return seed
 }

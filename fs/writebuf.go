@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"slices"
+	"sync"
 	"syscall"
 
 	"github.com/lsmfs/lsmfs/lsm"
@@ -13,9 +14,13 @@ import (
 // are coalesced per block; a flush writes every dirty block plus the inode's
 // new size, mtime, ctime and stored-byte count in one batch.
 //
-// A dirty block holds the block's complete contents: the first write to a
-// block that may already exist (it starts below the committed size) reads the
-// stored bytes first, so a flush never needs to merge. The buffer is guarded
+// A dirty block holds the block's complete contents, except a block that may
+// already exist (it starts below the committed size) and was only partly
+// written: it holds the written ranges (spans) and its stored bytes are read
+// when the buffer is flushed, for all such blocks at once and in parallel
+// (resolveBases), instead of one disk read per write(2): a random 4 KiB write
+// into a 16 KiB block no longer waits for the block's read. Reads merge the
+// stored block and the spans on the fly. The buffer is guarded
 // by the inode's shard lock. Invariant: while the buffer is dirty no other
 // operation changes the inode's size or blocks — truncate, fallocate, hole
 // punching, copy_file_range into it and SEEK_DATA/SEEK_HOLE flush it first.
@@ -31,6 +36,48 @@ type writeBuffer struct {
 type dirtyBlock struct {
 	data   []byte // the block's full contents; cap is the block size
 	oldLen int    // length of the stored block, -1 if there was none
+	// unknownOld: the block may exist (it starts below the committed
+	// size) and oldLen is not known yet (resolveBases finds it).
+	unknownOld bool
+	// needBase (implies unknownOld): data holds only the written spans
+	// (zeros elsewhere, length the end of the last span); the stored block
+	// is still to be merged under them.
+	needBase bool
+	spans    []span // written ranges of data when needBase, sorted, disjoint
+}
+
+// span is a byte range [lo, hi) within a block.
+type span struct{ lo, hi int }
+
+// maxSpans bounds the spans a block keeps before its stored bytes are read
+// at once (many small writes into one block).
+const maxSpans = 16
+
+// addSpan records that [lo, hi) of db was written.
+func (db *dirtyBlock) addSpan(lo, hi int) {
+	i := 0
+	for i < len(db.spans) && db.spans[i].hi < lo {
+		i++
+	}
+	j := i
+	for j < len(db.spans) && db.spans[j].lo <= hi {
+		lo, hi = min(lo, db.spans[j].lo), max(hi, db.spans[j].hi)
+		j++
+	}
+	db.spans = slices.Replace(db.spans, i, j, span{lo, hi})
+}
+
+// merge lays db's spans over base, the stored block (nil: none), into buf
+// (a block buffer) and returns it.
+func (db *dirtyBlock) merge(buf, base []byte) []byte {
+	buf = append(buf[:0], base...)
+	if n := len(db.data); len(buf) < n {
+		buf = append(buf, make([]byte, n-len(buf))...)
+	}
+	for _, sp := range db.spans {
+		copy(buf[sp.lo:sp.hi], db.data[sp.lo:sp.hi])
+	}
+	return buf
 }
 
 func (wb *writeBuffer) dirty() bool { return len(wb.blocks) > 0 }
@@ -45,6 +92,9 @@ func (wb *writeBuffer) overlay(n *inode) {
 	n.Mtime = wb.mtime
 	n.Ctime = max(n.Ctime, wb.mtime)
 	for _, b := range wb.blocks {
+		if b.unknownOld {
+			continue // the stored block's length is not known before the flush
+		}
 		n.Stored += uint64(len(b.data) - max(b.oldLen, 0))
 	}
 	if wb.kill {
@@ -99,17 +149,10 @@ func (f *FS) bufferWrite(oi *openInode, off uint64, data []byte, kill bool) erro
 		db := wb.blocks[idx]
 		if db == nil {
 			db = &dirtyBlock{data: f.getBlockBuf(), oldLen: -1}
-			if idx*bs < wb.baseSize {
-				v, err := f.db.Get(blockKey(oi.ino, idx))
-				switch {
-				case err == nil:
-					db.data = append(db.data, v...)
-					db.oldLen = len(v)
-				case !errors.Is(err, lsm.ErrNotFound):
-					f.putBlockBuf(db.data)
-					return err
-				}
-			}
+			// A block that may exist: read it at the flush, unless this
+			// write covers it whole.
+			db.unknownOld = idx*bs < wb.baseSize
+			db.needBase = db.unknownOld && (in != 0 || n != bs)
 			wb.blocks[idx] = db
 			wb.bytes += f.bs
 		}
@@ -119,6 +162,16 @@ func (f *FS) bufferWrite(oi *openInode, off uint64, data []byte, kill bool) erro
 			clear(db.data[old:])
 		}
 		copy(db.data[in:], data[pos-off:pos-off+n])
+		if db.needBase {
+			db.addSpan(int(in), int(in+n))
+			if sp := db.spans[0]; sp.lo == 0 && sp.hi == f.bs {
+				db.needBase, db.spans = false, nil // all of it written
+			} else if len(db.spans) > maxSpans {
+				if err := f.resolveBases(oi.ino, []*dirtyBlock{db}, []uint64{idx}); err != nil {
+					return err
+				}
+			}
+		}
 		pos += n
 	}
 	wb.size = max(wb.size, end)
@@ -140,8 +193,16 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 		return nil
 	}
 	idxs := make([]uint64, 0, len(wb.blocks))
-	for idx := range wb.blocks {
+	var pend []*dirtyBlock
+	var pendIdx []uint64
+	for idx, db := range wb.blocks {
 		idxs = append(idxs, idx)
+		if db.unknownOld {
+			pend, pendIdx = append(pend, db), append(pendIdx, idx)
+		}
+	}
+	if err := f.resolveBases(oi.ino, pend, pendIdx); err != nil {
+		return err
 	}
 	slices.Sort(idxs)
 	chunk := len(idxs)
@@ -193,6 +254,67 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 	return nil
 }
 
+// resolveBases finds the stored blocks under dbs (blocks idxs of ino; each
+// unknownOld), in parallel: their lengths, and for a needBase block its
+// bytes, under which its spans are merged. On error no block is changed.
+func (f *FS) resolveBases(ino uint64, dbs []*dirtyBlock, idxs []uint64) error {
+	if len(dbs) == 0 {
+		return nil
+	}
+	bases := make([][]byte, len(dbs))
+	lens := make([]int, len(dbs))
+	errs := make([]error, len(dbs))
+	get := func(i int) {
+		k := blockKey(ino, idxs[i])
+		var err error
+		if dbs[i].needBase {
+			bases[i], err = f.db.Get(k)
+			lens[i] = len(bases[i])
+		} else {
+			lens[i], err = f.db.ValueLen(k)
+		}
+		if errors.Is(err, lsm.ErrNotFound) {
+			bases[i], lens[i], err = nil, -1, nil
+		}
+		errs[i] = err
+	}
+	if len(dbs) == 1 {
+		get(0)
+	} else {
+		// Bounded parallelism: the reads go to the device together.
+		const readers = 16
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range min(readers, len(dbs)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					get(i)
+				}
+			}()
+		}
+		for i := range dbs {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i, db := range dbs {
+		if db.needBase {
+			merged := db.merge(f.getBlockBuf(), bases[i])
+			f.putBlockBuf(db.data)
+			db.data = merged
+		}
+		db.oldLen = lens[i]
+		db.unknownOld, db.needBase, db.spans = false, false, nil
+	}
+	return nil
+}
+
 // discard drops the buffer without writing it (the inode is being deleted).
 func (f *FS) discard(wb *writeBuffer) {
 	for idx, db := range wb.blocks {
@@ -227,8 +349,9 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 	clear(dst)
 	bs := uint64(f.bs)
 	first, last := off/bs, (end-1)/bs
-	put := func(idx uint64, v []byte) {
-		lo := idx * bs
+	// putAt copies v, the bytes at file offset lo, into dst where they
+	// overlap.
+	putAt := func(lo uint64, v []byte) {
 		hi := lo + uint64(len(v))
 		if hi <= off || lo >= end {
 			return
@@ -236,9 +359,22 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 		s, e := max(lo, off), min(hi, end)
 		copy(dst[s-off:e-off], v[s-lo:e-lo])
 	}
+	put := func(idx uint64, v []byte) { putAt(idx*bs, v) }
+	// putDirty lays a buffered block over what dst holds (for a needBase
+	// block: the stored block).
+	putDirty := func(idx uint64, db *dirtyBlock) {
+		if !db.needBase {
+			put(idx, db.data)
+			return
+		}
+		for _, sp := range db.spans {
+			putAt(idx*bs+uint64(sp.lo), db.data[sp.lo:sp.hi])
+		}
+	}
 	if first == last {
+		var db *dirtyBlock
 		if wb != nil {
-			if db := wb.blocks[first]; db != nil {
+			if db = wb.blocks[first]; db != nil && !db.needBase {
 				put(first, db.data)
 				return len(dst), nil
 			}
@@ -250,6 +386,9 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 		case !errors.Is(err, lsm.ErrNotFound):
 			return 0, err
 		}
+		if db != nil {
+			putDirty(first, db) // the spans of a needBase block
+		}
 		return len(dst), nil
 	}
 	lo, hi := blockRange(ino, first, last+1)
@@ -260,8 +399,10 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 			it.Close()
 			return 0, err
 		}
-		if wb != nil && wb.blocks[idx] != nil {
-			continue
+		if wb != nil {
+			if db := wb.blocks[idx]; db != nil && !db.needBase {
+				continue
+			}
 		}
 		put(idx, it.Value())
 	}
@@ -271,7 +412,7 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 	if wb != nil {
 		for idx, db := range wb.blocks {
 			if idx >= first && idx <= last {
-				put(idx, db.data)
+				putDirty(idx, db)
 			}
 		}
 	}

@@ -78,3 +78,36 @@ func TestSetShared(t *testing.T) {
 		})
 	}
 }
+
+// TestValueLen: the length of an inline value, of one in the value log (read
+// from its pointer), and ErrNotFound for a missing or deleted key.
+func TestValueLen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	opts := &lsm.Options{UUID: [16]byte{8}}
+	if err := lsm.Format(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := lsm.NewBatch()
+	b.Set([]byte("small"), []byte("12345"))
+	b.Set([]byte("big"), make([]byte, 20000))
+	b.Set([]byte("gone"), []byte("x"))
+	b.Delete([]byte("gone"))
+	if err := db.Apply(b, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key  string
+		want int
+		err  error
+	}{{"small", 5, nil}, {"big", 20000, nil}, {"gone", 0, lsm.ErrNotFound}, {"never", 0, lsm.ErrNotFound}} {
+		n, err := db.ValueLen([]byte(c.key))
+		if n != c.want || err != c.err {
+			t.Errorf("ValueLen(%s) = %d, %v; want %d, %v", c.key, n, err, c.want, c.err)
+		}
+	}
+}

@@ -424,6 +424,28 @@ func (d *DB) Get(key []byte) ([]byte, error) {
 	return v, err
 }
 
+// ValueLen returns the length of key's value without reading a value that
+// lives in the value log, or ErrNotFound.
+func (d *DB) ValueLen(key []byte) (int, error) {
+	rs := d.loadReadState()
+	defer rs.unref()
+	kind, raw, found, err := d.getInternal(rs, key, d.visibleSeq.Load())
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, ErrNotFound
+	}
+	if kind == base.KindValuePointer {
+		p, err := vlog.DecodePointer(raw)
+		if err != nil {
+			return 0, base.Corruptf("value pointer", -1, "%v", err)
+		}
+		return int(p.Len), nil
+	}
+	return len(raw), nil
+}
+
 // getCurrent reads key at the newest visible sequence number. The read
 // state is loaded before the sequence number: the read state then holds a
 // prefix of the batches at or below it (a flush cannot have dropped a
