@@ -111,3 +111,63 @@ func TestValueLen(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallSyncBatchesStayInline: a synchronous batch of at most 64 KiB keeps
+// its large values in the tree (its commit then forces only the journal); a
+// larger one, or an asynchronous one, moves them to the value log. Either
+// way the values read back, also after a reopen.
+func TestSmallSyncBatchesStayInline(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	opts := &lsm.Options{UUID: [16]byte{9}}
+	if err := lsm.Format(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { db.Close() }()
+	vlogBytes := func() uint64 { return db.Metrics().Vlog.BytesWritten }
+	want := map[string][]byte{}
+	apply := func(sync bool, vals ...int) {
+		t.Helper()
+		b := lsm.NewBatch()
+		for _, n := range vals {
+			k := fmt.Sprintf("k%03d", len(want))
+			v := bytes.Repeat([]byte{byte(len(want))}, n)
+			b.Set([]byte(k), v)
+			want[k] = v
+		}
+		if err := db.Apply(b, sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := vlogBytes()
+	apply(true, 4096, 4096, 100)
+	if got := vlogBytes(); got != before {
+		t.Fatalf("a small synchronous batch wrote %d bytes to the value log", got-before)
+	}
+	apply(true, 40<<10, 40<<10)
+	if got := vlogBytes(); got < before+80<<10 {
+		t.Fatalf("an 80 KiB synchronous batch wrote %d bytes to the value log, want its values", got-before)
+	}
+	before = vlogBytes()
+	apply(false, 4096)
+	if got := vlogBytes(); got < before+4096 {
+		t.Fatalf("an asynchronous batch wrote %d bytes to the value log, want its value", got-before)
+	}
+	for pass := 0; pass < 2; pass++ {
+		for k, v := range want {
+			got, err := db.Get([]byte(k))
+			if err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("pass %d: Get(%s): %d bytes, %v", pass, k, len(got), err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if db, err = lsm.Open(dir, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -205,7 +205,7 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 		return err
 	}
 	userBytes := uint64(b.Len())
-	if d.vlogW != nil && b.maxValue >= d.opts.ValueThreshold {
+	if d.separates(b, sync) {
 		sep, err := d.separateValues(b)
 		if err != nil {
 			if isNoSpace(err) && !d.vlogW.Failed() {

@@ -70,14 +70,17 @@ func TestFailStop(t *testing.T) {
 		match vfs.Match
 		// flush: the failure is met by a flush, not by the batch.
 		flush bool
+		// big: values large enough for a synchronous batch to separate
+		// them (small synchronous batches keep values in the tree).
+		big bool
 	}{
-		{"journal force", vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains("journal")), false},
-		{"journal write", vfs.And(vfs.Kinds(vfs.OpWrite), vfs.PathContains("journal")), false},
-		{"value-log force", vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains(".vlog")), false},
-		{"table write", vfs.And(vfs.Kinds(vfs.OpWrite), vfs.PathContains(".sst")), true},
-		{"table force", vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains(".sst")), true},
-		{"manifest force", vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains("MANIFEST")), true},
-		{"directory force", vfs.Kinds(vfs.OpSyncDir), true},
+		{"journal force", vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains("journal")), false, false},
+		{"journal write", vfs.And(vfs.Kinds(vfs.OpWrite), vfs.PathContains("journal")), false, false},
+		{"value-log force", vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains(".vlog")), false, true},
+		{"table write", vfs.And(vfs.Kinds(vfs.OpWrite), vfs.PathContains(".sst")), true, false},
+		{"table force", vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains(".sst")), true, false},
+		{"manifest force", vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains("MANIFEST")), true, false},
+		{"directory force", vfs.Kinds(vfs.OpSyncDir), true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mem := vfs.NewMem()
@@ -101,6 +104,9 @@ func TestFailStop(t *testing.T) {
 			failedKey := ""
 			for i := 0; i < 2000 && failed == nil; i++ {
 				k, v := fmt.Sprintf("n%04d", i), strings.Repeat("y", 200)
+				if c.big {
+					v = strings.Repeat("y", 80<<10)
+				}
 				failed = put(db, k, v, true)
 				if failed == nil {
 					durable[k] = v
