@@ -217,7 +217,7 @@ func optionTable() []option {
 		{
 			OptionDoc: OptionDoc{Name: "value_threshold", Arg: "SIZE", Group: GroupLsmfs,
 				Default: FormatSize(int64(def.ValueThreshold)),
-				Usage:   "values (file data blocks) of at least SIZE go to the value log and the tree keeps a pointer; 0 keeps all data in the tree"},
+				Usage:   "values (file data blocks) of at least SIZE go to the value log and the tree keeps a pointer, except in synchronous writes (fsync, O_SYNC) of at most 64 KiB, which keep them in the tree; 0 keeps all data in the tree"},
 			apply: engineOption(func(c *Config, val string) error {
 				n, err := ParseSize(val)
 				if err != nil {
