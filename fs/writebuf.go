@@ -115,8 +115,6 @@ func (f *FS) putBlockBuf(b []byte) {
 	}
 }
 
-// bufferWrite copies data to offset off of oi's file into its write buffer.
-// oi's lock is held exclusively.
 // openInodeRecord reads the record of an open inode. An open inode always
 // has one (an unlinked one is an orphan until its last release): its
 // absence is a bug or damage, logged as such.
@@ -129,6 +127,8 @@ func (f *FS) openInodeRecord(ino uint64) (inode, error) {
 	return n, err
 }
 
+// bufferWrite copies data to offset off of oi's file into its write buffer.
+// oi's lock is held exclusively.
 func (f *FS) bufferWrite(oi *openInode, off uint64, data []byte, kill bool) error {
 	wb := &oi.wb
 	if !wb.dirty() {
