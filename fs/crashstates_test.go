@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,19 +28,11 @@ import (
 // fsynced and untouched since must be intact under its name.
 // LSMFS_SEED=N replays a workload; LSMFS_LONG=1 runs longer.
 func TestCrashStatesFS(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("LSMFS_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed = n
-	}
+	seed := testSeed(t)
 	ops, points := 600, 150
 	if os.Getenv("LSMFS_LONG") != "" {
 		ops, points = 3000, 600
 	}
-	t.Logf("seed %d (replay with LSMFS_SEED=%d)", seed, seed)
 	runCrashStatesFS(t, seed, ops, points)
 }
 

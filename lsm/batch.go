@@ -65,10 +65,16 @@ func (b *Batch) add(kind base.Kind, key, value []byte, hasValue bool) {
 		b.repr = binary.AppendUvarint(b.repr, uint64(len(value)))
 		b.repr = append(b.repr, value...)
 	}
+	b.account(kind, len(key), len(value))
+}
+
+// account counts an entry added to repr: its kind and the lengths of its
+// key and value (the value itself, for a SetShared entry).
+func (b *Batch) account(kind base.Kind, keyLen, valueLen int) {
 	b.count++
-	b.memSize += uint64(len(key) + len(value) + memEntryOverhead)
-	if kind == base.KindSet && len(value) > b.maxValue {
-		b.maxValue = len(value)
+	b.memSize += uint64(keyLen + valueLen + memEntryOverhead)
+	if (kind == base.KindSet || kind == kindSetShared) && valueLen > b.maxValue {
+		b.maxValue = valueLen
 	}
 	if kind == base.KindDelete || kind == base.KindRangeDelete {
 		b.frees = true
@@ -93,9 +99,7 @@ func (b *Batch) SetShared(key, value []byte) {
 	b.repr = append(b.repr, ib[:n]...)
 	b.shared = append(b.shared, value)
 	b.refBytes += len(value)
-	b.count++
-	b.memSize += uint64(len(key) + len(value) + memEntryOverhead)
-	b.maxValue = max(b.maxValue, len(value))
+	b.account(kindSetShared, len(key), len(value))
 }
 
 // Delete removes key.

@@ -17,15 +17,9 @@ import (
 func TestSetShared(t *testing.T) {
 	for _, threshold := range []int{4 << 10, -1} {
 		t.Run(fmt.Sprintf("threshold=%d", threshold), func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "db")
 			opts := &lsm.Options{UUID: [16]byte{7}, ValueThreshold: threshold}
-			if err := lsm.Format(dir, opts); err != nil {
-				t.Fatal(err)
-			}
-			db, err := lsm.Open(dir, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir, db := formatOpen(t, opts)
+			var err error
 			defer func() { db.Close() }()
 			big := bytes.Repeat([]byte("b"), 16<<10)
 			small := []byte("small shared")
@@ -82,15 +76,7 @@ func TestSetShared(t *testing.T) {
 // TestValueLen: the length of an inline value, of one in the value log (read
 // from its pointer), and ErrNotFound for a missing or deleted key.
 func TestValueLen(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "db")
-	opts := &lsm.Options{UUID: [16]byte{8}}
-	if err := lsm.Format(dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, db := formatOpen(t, &lsm.Options{UUID: [16]byte{8}})
 	defer db.Close()
 	b := lsm.NewBatch()
 	b.Set([]byte("small"), []byte("12345"))
@@ -117,15 +103,9 @@ func TestValueLen(t *testing.T) {
 // larger one, or an asynchronous one, moves them to the value log. Either
 // way the values read back, also after a reopen.
 func TestSmallSyncBatchesStayInline(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "db")
 	opts := &lsm.Options{UUID: [16]byte{9}}
-	if err := lsm.Format(dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, db := formatOpen(t, opts)
+	var err error
 	defer func() { db.Close() }()
 	vlogBytes := func() uint64 { return db.Metrics().Vlog.BytesWritten }
 	want := map[string][]byte{}
@@ -170,4 +150,18 @@ func TestSmallSyncBatchesStayInline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// formatOpen formats a DB in a fresh directory with opts and opens it.
+func formatOpen(t *testing.T, opts *lsm.Options) (string, *lsm.DB) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "db")
+	if err := lsm.Format(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, db
 }

@@ -233,10 +233,8 @@ func (d *DB) separateValues(b *Batch) (*Batch, error) {
 // values in the tree instead of the value log. Such a batch (an fsync of a
 // small file) would otherwise force the value log (an append: the file
 // system commits its size too) and then the journal; inline, only the
-// journal. With 16 writers each creating 4 KiB files with fsync: 4,191-4,488
-// files/s with the values separated, 5,428-5,966 inline. The tree takes the
-// bytes of a few small files per commit: compactions copy them, and the
-// value log's garbage is unchanged.
+// journal. The tree takes the bytes of a few small files per commit:
+// compactions copy them, and the value log's garbage is unchanged.
 const syncInlineMax = 64 << 10
 
 // separates reports whether Apply moves b's large values to the value log.
