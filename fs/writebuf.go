@@ -393,20 +393,23 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 	}
 	lo, hi := blockRange(ino, first, last+1)
 	it := f.db.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
-	for ok := it.First(); ok; ok = it.Next() {
-		_, idx, err := decodeBlockKey(it.Key())
+	err := it.Each(func(k, v []byte) error {
+		_, idx, err := decodeBlockKey(k)
 		if err != nil {
-			it.Close()
-			return 0, err
+			return err
 		}
 		if wb != nil {
 			if db := wb.blocks[idx]; db != nil && !db.needBase {
-				continue
+				return nil
 			}
 		}
-		put(idx, it.Value())
+		put(idx, v)
+		return nil
+	})
+	if cerr := it.Close(); err == nil {
+		err = cerr
 	}
-	if err := closeIter(it); err != nil {
+	if err != nil {
 		return 0, err
 	}
 	if wb != nil {

@@ -264,6 +264,82 @@ func (it *Iterator) ValueLen() int {
 	return len(it.raw)
 }
 
+// Each moves the iterator to First and then through its whole range,
+// calling fn with every key and its value in order, and stops early at
+// fn's first error, which it returns. key and value are valid only during
+// the call. Values the value log holds back to back (a file's blocks, as
+// written) are read together, one read per run of up to vlog.MaxRun bytes,
+// rather than one read each: the way to read a range of large values. Runs
+// are scans: they bypass the block cache.
+func (it *Iterator) Each(fn func(key, value []byte) error) error {
+	var (
+		ptrs []vlog.Pointer
+		keys []byte // the run's keys, back to back
+		ends []int  // where each key ends in keys
+	)
+	flush := func() error {
+		if len(ptrs) == 0 {
+			return nil
+		}
+		first := ptrs[0]
+		var fnErr, err error
+		if len(ptrs) == 1 {
+			var v []byte
+			if v, err = it.db.vlogR.Read(first); err == nil {
+				fnErr = fn(keys, v)
+			}
+		} else {
+			err = it.db.vlogR.ReadRun(ptrs, func(i int, v []byte) error {
+				start := 0
+				if i > 0 {
+					start = ends[i-1]
+				}
+				fnErr = fn(keys[start:ends[i]], v)
+				return fnErr
+			})
+		}
+		ptrs, keys, ends = ptrs[:0], keys[:0], ends[:0]
+		if fnErr != nil {
+			return fnErr
+		}
+		if err != nil {
+			err = it.db.vlogReadError(first, err)
+			if it.err == nil {
+				it.err = err
+			}
+		}
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		if it.rawKind != base.KindValuePointer {
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := fn(it.key, it.raw); err != nil {
+				return err
+			}
+			continue
+		}
+		p, err := vlog.DecodePointer(it.raw)
+		if err != nil {
+			it.err = base.Corruptf("value pointer", -1, "%v", err)
+			return it.err
+		}
+		if len(ptrs) > 0 && !vlog.Adjacent(ptrs[0], ptrs[len(ptrs)-1], p) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		ptrs = append(ptrs, p)
+		keys = append(keys, it.key...)
+		ends = append(ends, len(keys))
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return it.err
+}
+
 // Error returns the first error met, if any.
 func (it *Iterator) Error() error { return it.err }
 

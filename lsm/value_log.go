@@ -270,18 +270,24 @@ func (d *DB) readPointer(raw []byte) ([]byte, error) {
 	}
 	v, err := d.vlogR.Read(p)
 	if err != nil {
-		d.vlogGone.RLock()
-		gone := d.vlogGone.m[p.Segment]
-		d.vlogGone.RUnlock()
-		if gone {
-			return nil, fmt.Errorf("read %s: %w", p, errSegmentGone)
-		}
-		if errors.Is(err, vlog.ErrCorrupt) {
-			return nil, base.Corruptf(vlog.FileName(p.Segment), int64(p.Offset), "%v", err)
-		}
-		return nil, err
+		return nil, d.vlogReadError(p, err)
 	}
 	return v, nil
+}
+
+// vlogReadError gives a failed read of p its meaning: the segment was
+// cleaned meanwhile (errSegmentGone), or corruption, or err as is.
+func (d *DB) vlogReadError(p vlog.Pointer, err error) error {
+	d.vlogGone.RLock()
+	gone := d.vlogGone.m[p.Segment]
+	d.vlogGone.RUnlock()
+	if gone {
+		return fmt.Errorf("read %s: %w", p, errSegmentGone)
+	}
+	if errors.Is(err, vlog.ErrCorrupt) {
+		return base.Corruptf(vlog.FileName(p.Segment), int64(p.Offset), "%v", err)
+	}
+	return err
 }
 
 // dropAccount accumulates the value-log bytes of dropped pointer entries,

@@ -88,6 +88,73 @@ func (r *Reader) Read(p Pointer) ([]byte, error) {
 	return b, nil
 }
 
+// MaxRun bounds the bytes ReadRun reads at once.
+const MaxRun = 1 << 20
+
+// Adjacent reports whether q may join a run ReadRun reads that ends with p:
+// q follows p in the same segment, separated by at most the next record's
+// header and key, and the run starting at first stays within MaxRun.
+func Adjacent(first, p, q Pointer) bool {
+	end := p.Offset + uint64(p.Len)
+	return q.Segment == p.Segment && q.Offset >= end && q.Offset-end <= maxRecordGap &&
+		q.Offset+uint64(q.Len)-first.Offset <= MaxRun
+}
+
+// maxRecordGap is the most bytes ReadRun reads between two values of a run
+// (a record's header and key; keys of block records are short).
+const maxRecordGap = 256
+
+var runBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// ReadRun reads the values of ps, pointers that Adjacent chained, with one
+// read of the segment file, and calls fn with each in order; v is valid
+// only during the call. It bypasses the cache (a run is a scan: it neither
+// fills nor consults the cache). Errors are those of Read.
+func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	first, last := ps[0], ps[len(ps)-1]
+	for i := 1; i < len(ps); i++ {
+		if !Adjacent(first, ps[i-1], ps[i]) {
+			return fmt.Errorf("vlog: read run: %s does not follow %s", ps[i], ps[i-1])
+		}
+	}
+	f, err := r.file(first.Segment)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, first, FileName(first.Segment))
+		}
+		return fmt.Errorf("vlog: read %s: %w", first, err)
+	}
+	bp := runBufs.Get().(*[]byte)
+	defer runBufs.Put(bp)
+	n := int(last.Offset + uint64(last.Len) - first.Offset)
+	if cap(*bp) < n {
+		*bp = make([]byte, n)
+	}
+	b := (*bp)[:n]
+	if k, err := f.ReadAt(b, int64(first.Offset)); k < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: %s: past the end of the segment", ErrCorrupt, last)
+		}
+		return fmt.Errorf("vlog: read %s: %w", first, err)
+	}
+	r.DiskReads.Add(uint64(len(ps)))
+	r.DiskBytes.Add(uint64(n))
+	for i, p := range ps {
+		o := p.Offset - first.Offset
+		v := b[o : o+uint64(p.Len)]
+		if crc32.Checksum(v, castagnoli) != p.CRC {
+			return fmt.Errorf("%w: %s: value checksum mismatch", ErrCorrupt, p)
+		}
+		if err := fn(i, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Forget closes a segment's file (before it is deleted).
 func (r *Reader) Forget(seg uint64) {
 	r.mu.Lock()
