@@ -64,6 +64,7 @@ func (c *tableCache) get(fileNum uint64) (*sstable.Reader, func(), error) {
 			if c.mu.m[fileNum] == e {
 				delete(c.mu.m, fileNum)
 			}
+			e.refs-- // no reader to keep: waiters drop theirs in release
 			c.mu.Unlock()
 			return nil, nil, e.err
 		}
