@@ -21,6 +21,11 @@
 //
 //	| version (1B) | segment uvarint | value offset uvarint | value len uvarint | value CRC32C (4B LE) |
 //
+// Reads: Read takes one value, through the block cache. ReadRun takes the
+// values of records that follow each other in a segment (a file's blocks as
+// they were written) with one read of at most MaxRun bytes, checks each
+// value's CRC, and bypasses the cache (iterator scans use it).
+//
 // Concurrency: a Writer has one user at a time (the engine's commit path);
-// reads (ReadValue) and scans use ReadAt and run concurrently with it.
+// reads (Read, ReadRun) and scans use ReadAt and run concurrently with it.
 package vlog
