@@ -393,15 +393,19 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 	}
 	lo, hi := blockRange(ino, first, last+1)
 	it := f.db.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
-	err := it.Each(func(k, v []byte) error {
+	// Stored blocks that a buffered block replaces whole are not read.
+	var overlaid func(k []byte) bool
+	if wb != nil {
+		overlaid = func(k []byte) bool {
+			_, idx, err := decodeBlockKey(k)
+			db := wb.blocks[idx]
+			return err == nil && db != nil && !db.needBase
+		}
+	}
+	err := it.Each(overlaid, func(k, v []byte) error {
 		_, idx, err := decodeBlockKey(k)
 		if err != nil {
 			return err
-		}
-		if wb != nil {
-			if db := wb.blocks[idx]; db != nil && !db.needBase {
-				return nil
-			}
 		}
 		put(idx, v)
 		return nil

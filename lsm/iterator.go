@@ -267,43 +267,51 @@ func (it *Iterator) ValueLen() int {
 // Each moves the iterator to First and then through its whole range,
 // calling fn with every key and its value in order, and stops early at
 // fn's first error, which it returns. key and value are valid only during
-// the call. Values the value log holds back to back (a file's blocks, as
-// written) are read together, one read per run of up to vlog.MaxRun bytes,
-// rather than one read each: the way to read a range of large values. Runs
-// are scans: they bypass the block cache.
-func (it *Iterator) Each(fn func(key, value []byte) error) error {
+// the call. A key for which skip (if not nil) reports true is passed over
+// without reading its value. Values the value log holds back to back (a
+// file's blocks, as written) are read together, one read per run of up to
+// vlog.MaxRun bytes, rather than one read each: the way to read a range of
+// large values. Runs are scans: they bypass the block cache.
+func (it *Iterator) Each(skip func(key []byte) bool, fn func(key, value []byte) error) error {
+	if it.closed {
+		return ErrClosed
+	}
 	var (
 		ptrs []vlog.Pointer
 		keys []byte // the run's keys, back to back
 		ends []int  // where each key ends in keys
 	)
+	key := func(i int) []byte {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		return keys[start:ends[i]:ends[i]] // an append by fn must not reach the next key
+	}
 	flush := func() error {
 		if len(ptrs) == 0 {
 			return nil
 		}
-		first := ptrs[0]
 		var fnErr, err error
+		bad := 0
 		if len(ptrs) == 1 {
 			var v []byte
-			if v, err = it.db.vlogR.Read(first); err == nil {
-				fnErr = fn(keys, v)
+			if v, err = it.db.vlogR.Read(ptrs[0]); err == nil {
+				fnErr = fn(key(0), v)
 			}
 		} else {
-			err = it.db.vlogR.ReadRun(ptrs, func(i int, v []byte) error {
-				start := 0
-				if i > 0 {
-					start = ends[i-1]
-				}
-				fnErr = fn(keys[start:ends[i]], v)
+			bad, err = it.db.vlogR.ReadRun(ptrs, func(i int, v []byte) error {
+				fnErr = fn(key(i), v)
 				return fnErr
 			})
 		}
+		p := ptrs[bad]
 		ptrs, keys, ends = ptrs[:0], keys[:0], ends[:0]
 		if fnErr != nil {
 			return fnErr
 		}
 		if err != nil {
-			err = it.db.vlogReadError(first, err)
+			err = it.db.vlogReadError(p, err)
 			if it.err == nil {
 				it.err = err
 			}
@@ -311,6 +319,9 @@ func (it *Iterator) Each(fn func(key, value []byte) error) error {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
+		if skip != nil && skip(it.key) {
+			continue
+		}
 		if it.rawKind != base.KindValuePointer {
 			if err := flush(); err != nil {
 				return err

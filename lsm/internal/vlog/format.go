@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Part of the on-disk format; never change.
@@ -62,7 +63,7 @@ func DecodePointer(b []byte) (Pointer, error) {
 		return p, fmt.Errorf("%w: pointer segment", ErrCorrupt)
 	}
 	b = b[n:]
-	if p.Offset, n = binary.Uvarint(b); n <= 0 {
+	if p.Offset, n = binary.Uvarint(b); n <= 0 || p.Offset > math.MaxInt64-maxValueLen {
 		return p, fmt.Errorf("%w: pointer offset", ErrCorrupt)
 	}
 	b = b[n:]

@@ -108,24 +108,26 @@ var runBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // ReadRun reads the values of ps, pointers that Adjacent chained, with one
 // read of the segment file, and calls fn with each in order; v is valid
-// only during the call. It bypasses the cache (a run is a scan: it neither
-// fills nor consults the cache). Errors are those of Read.
-func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) error {
+// only during the call. It stops at fn's first error and returns it. It
+// bypasses the cache (a run is a scan: it neither fills nor consults the
+// cache). Other errors are those of Read; bad is the index in ps of the
+// pointer an error concerns.
+func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int, err error) {
 	if len(ps) == 0 {
-		return nil
+		return 0, nil
 	}
 	first, last := ps[0], ps[len(ps)-1]
 	for i := 1; i < len(ps); i++ {
 		if !Adjacent(first, ps[i-1], ps[i]) {
-			return fmt.Errorf("vlog: read run: %s does not follow %s", ps[i], ps[i-1])
+			return i, fmt.Errorf("vlog: read run: %s does not follow %s", ps[i], ps[i-1])
 		}
 	}
 	f, err := r.file(first.Segment)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, first, FileName(first.Segment))
+			return 0, fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, first, FileName(first.Segment))
 		}
-		return fmt.Errorf("vlog: read %s: %w", first, err)
+		return 0, fmt.Errorf("vlog: read %s: %w", first, err)
 	}
 	bp := runBufs.Get().(*[]byte)
 	defer runBufs.Put(bp)
@@ -135,24 +137,30 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) error {
 	}
 	b := (*bp)[:n]
 	if k, err := f.ReadAt(b, int64(first.Offset)); k < n {
-		if err == nil || errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: %s: past the end of the segment", ErrCorrupt, last)
+		// The first pointer whose value the short read did not reach.
+		i := 0
+		for i < len(ps)-1 && ps[i].Offset+uint64(ps[i].Len)-first.Offset <= uint64(k) {
+			i++
 		}
-		return fmt.Errorf("vlog: read %s: %w", first, err)
+		if err == nil || errors.Is(err, io.EOF) {
+			return i, fmt.Errorf("%w: %s: past the end of the segment", ErrCorrupt, ps[i])
+		}
+		return i, fmt.Errorf("vlog: read %s: %w", first, err)
 	}
 	r.DiskReads.Add(uint64(len(ps)))
 	r.DiskBytes.Add(uint64(n))
 	for i, p := range ps {
-		o := p.Offset - first.Offset
-		v := b[o : o+uint64(p.Len)]
+		lo := p.Offset - first.Offset
+		hi := lo + uint64(p.Len)
+		v := b[lo:hi:hi] // an append by fn must not reach the next value
 		if crc32.Checksum(v, castagnoli) != p.CRC {
-			return fmt.Errorf("%w: %s: value checksum mismatch", ErrCorrupt, p)
+			return i, fmt.Errorf("%w: %s: value checksum mismatch", ErrCorrupt, p)
 		}
 		if err := fn(i, v); err != nil {
-			return err
+			return i, err
 		}
 	}
-	return nil
+	return 0, nil
 }
 
 // Forget closes a segment's file (before it is deleted).
