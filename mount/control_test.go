@@ -58,3 +58,35 @@ func TestControlSocket(t *testing.T) {
 		t.Errorf("Stats after replacing the stale socket: %v", err)
 	}
 }
+
+// LiveDaemon: no daemon, or one whose mount point is no longer a FUSE mount
+// (closing after umount), is not live; one serving a mount point that is
+// mounted, or not naming one, is.
+func TestLiveDaemon(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if _, live := mount.LiveDaemon(ctx, dir); live {
+		t.Error("LiveDaemon without a daemon: live")
+	}
+	var mnt string
+	h := http.NewServeMux()
+	h.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(mount.Stats{Source: "daemon", PID: 42, Mountpoint: mnt})
+	})
+	stop, err := mount.ServeControl(dir, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	mnt = t.TempDir() // a plain directory: the mount is gone
+	if s, live := mount.LiveDaemon(ctx, dir); live || s.PID != 42 {
+		t.Errorf("LiveDaemon of a daemon whose mount is gone: live %v, %+v", live, s)
+	}
+	mnt = ""
+	if _, live := mount.LiveDaemon(ctx, dir); !live {
+		t.Error("LiveDaemon of a daemon naming no mount point: not live")
+	}
+	// /proc/self/mountinfo lists a FUSE mount where one exists: the
+	// mounted case is covered by the tests package (fsck of a mounted
+	// filesystem is refused at once, naming the mount point).
+}

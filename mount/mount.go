@@ -230,12 +230,33 @@ const closeWait = 10 * time.Second
 // daemon serves (its control socket answers) fails at once.
 func openAfterClose(dataDir string, o *lsm.Options, wait time.Duration) (*lsm.DB, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_, serr := NewControl(dataDir).Stats(ctx)
+	_, live := LiveDaemon(ctx, dataDir)
 	cancel()
-	if serr == nil {
+	if live {
 		return nil, fmt.Errorf("open %s: %w", dataDir, vfs.ErrLocked)
 	}
 	return OpenWhenUnlocked(context.Background(), wait, func() (*lsm.DB, error) { return lsm.Open(dataDir, o) })
+}
+
+// LiveDaemon asks the daemon serving dataDir for its stats and reports
+// whether it still serves a mount: it answers on the control socket and its
+// mount point is still a FUSE mount in /proc/self/mountinfo. A daemon that
+// answers after its mount is gone is closing: umount(8) returns as soon as
+// the kernel has detached the mount, a moment before the daemon notices.
+func LiveDaemon(ctx context.Context, dataDir string) (Stats, bool) {
+	s, err := NewControl(dataDir).Stats(ctx)
+	if err != nil {
+		return s, false
+	}
+	if s.Mountpoint == "" {
+		return s, true
+	}
+	mnt := s.Mountpoint
+	if real, err := filepath.EvalSymlinks(mnt); err == nil {
+		mnt = real
+	}
+	_, fstype, ok := mountAt(mnt)
+	return s, ok && (fstype == "fuse" || strings.HasPrefix(fstype, "fuse."))
 }
 
 // OpenWhenUnlocked calls open until it fails with something other than

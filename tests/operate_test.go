@@ -490,3 +490,36 @@ func TestMountFailures(t *testing.T) {
 		t.Errorf("mount -a did not mount the auto line (%q)", typ)
 	}
 }
+
+// TestReopenRightAfterUmount: umount(8) returns once the kernel has
+// detached the mount, a moment before the daemon notices and closes; its
+// control socket may still answer. fsck and mount right after it must take
+// that daemon for a closing one and wait for its lock, not report the data
+// directory as mounted. Repeated, since the window is short.
+func TestReopenRightAfterUmount(t *testing.T) {
+	f := newFS(t, fsOptions{})
+	must(t, os.WriteFile(f.path("a"), []byte("data"), 0o644))
+	const rounds = 15
+	for i := 0; i < rounds; i++ {
+		if out, err := exec.Command("umount", f.mnt).CombinedOutput(); err != nil {
+			t.Fatalf("round %d: umount: %v: %s", i, err, out)
+		}
+		pid := f.pid
+		f.pid = 0
+		if i%2 == 0 {
+			out, stderr, code := lsmfsOut("fsck", f.dataDir)
+			if code != 0 || !strings.Contains(out, "orphans=0") {
+				t.Fatalf("round %d: fsck right after umount: exit %d: %s%s", i, code, out, stderr)
+			}
+			if err := waitExit(pid, exitTimeout); err != nil {
+				t.Fatal(err)
+			}
+			f.mount()
+		} else if err := f.tryMount(""); err != nil {
+			t.Fatalf("round %d: mount right after umount: %v%s", i, err, f.logTail())
+		}
+		if b, err := os.ReadFile(f.path("a")); err != nil || string(b) != "data" {
+			t.Fatalf("round %d: read back: %q, %v", i, b, err)
+		}
+	}
+}

@@ -65,9 +65,9 @@ func openEngine(c *cli.Context, dataDir string, readOnly bool) (*lsm.DB, *lsm.Op
 		return db, opts, err
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 2*time.Second)
-	s, serr := mount.NewControl(dataDir).Stats(ctx)
+	s, live := mount.LiveDaemon(ctx, dataDir)
 	cancel()
-	if serr == nil {
+	if live {
 		return nil, nil, fmt.Errorf("%s is mounted on %s (daemon pid %d): %w", dataDir, s.Mountpoint, s.PID, errMounted)
 	}
 	wait := c.Duration("wait")
