@@ -326,7 +326,8 @@ func (it *Iterator) Each(skip func(key []byte) bool, fn func(key, value []byte) 
 			if err := flush(); err != nil {
 				return err
 			}
-			if err := fn(it.key, it.raw); err != nil {
+			k, v := it.key, it.raw
+			if err := fn(k[:len(k):len(k)], v[:len(v):len(v)]); err != nil {
 				return err
 			}
 			continue

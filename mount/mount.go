@@ -227,7 +227,7 @@ const closeWait = 10 * time.Second
 
 // openAfterClose opens the engine in dataDir, whose lock another process
 // holds, once that process lets go, for up to wait. A data directory that a
-// daemon serves (its control socket answers) fails at once.
+// live daemon serves (LiveDaemon) fails at once.
 func openAfterClose(dataDir string, o *lsm.Options, wait time.Duration) (*lsm.DB, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_, live := LiveDaemon(ctx, dataDir)
