@@ -152,10 +152,15 @@ func TestSmallSyncBatchesStayInline(t *testing.T) {
 	}
 }
 
-// formatOpen formats a DB in a fresh directory with opts and opens it.
+// formatOpen formats a DB in a fresh directory with opts and opens it: /db
+// when opts has an FS of its own (a fresh one, as vfs.NewMem gives), else a
+// temporary directory.
 func formatOpen(t *testing.T, opts *lsm.Options) (string, *lsm.DB) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "db")
+	dir := "/db"
+	if opts.FS == nil {
+		dir = filepath.Join(t.TempDir(), "db")
+	}
 	if err := lsm.Format(dir, opts); err != nil {
 		t.Fatal(err)
 	}

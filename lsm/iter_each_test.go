@@ -35,13 +35,7 @@ func TestIterEach(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	opts := &lsm.Options{FS: vfs.NewMem(), UUID: [16]byte{3}, ValueThreshold: 64,
 		Journal: lsm.JournalOptions{Size: 64 << 20}}
-	if err := lsm.Format("/db", opts); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, db := formatOpen(t, opts)
 	defer db.Close()
 	const nkeys = 400
 	key := func(i int) string { return fmt.Sprintf("k%04d", i) }
@@ -199,13 +193,7 @@ func TestIterEachRuns(t *testing.T) {
 	const segSize = 2 << 20
 	opts := &lsm.Options{FS: efs, UUID: [16]byte{4}, ValueThreshold: 64, VlogSegmentSize: segSize,
 		Journal: lsm.JournalOptions{Size: 64 << 20}}
-	if err := lsm.Format("/db", opts); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, db := formatOpen(t, opts)
 	defer db.Close()
 	const n, size = 300, 16 << 10 // 4.8 MiB in 3 segments: runs split by MaxRun and by segment
 	val := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, size) }

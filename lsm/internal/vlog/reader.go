@@ -56,6 +56,19 @@ func (r *Reader) file(seg uint64) (vfs.File, error) {
 	return f, nil
 }
 
+// fileOf returns the open file of p's segment; a missing segment is
+// corruption (a pointer into it is durable).
+func (r *Reader) fileOf(p Pointer) (vfs.File, error) {
+	f, err := r.file(p.Segment)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, p, FileName(p.Segment))
+		}
+		return nil, fmt.Errorf("vlog: read %s: %w", p, err)
+	}
+	return f, nil
+}
+
 // Read returns the value p points to. The result may be shared with the
 // cache: do not modify it. A value that fails its checksum, or a pointer
 // past the end of its segment or into a missing segment, is an error
@@ -64,12 +77,9 @@ func (r *Reader) Read(p Pointer) ([]byte, error) {
 	if b, ok := r.cache.Get(p.Segment|r.ns, p.Offset); ok && len(b) == int(p.Len) {
 		return b, nil
 	}
-	f, err := r.file(p.Segment)
+	f, err := r.fileOf(p)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, p, FileName(p.Segment))
-		}
-		return nil, fmt.Errorf("vlog: read %s: %w", p, err)
+		return nil, err
 	}
 	b := make([]byte, p.Len)
 	n, err := f.ReadAt(b, int64(p.Offset))
@@ -122,12 +132,9 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 			return i, fmt.Errorf("vlog: read run: %s does not follow %s", ps[i], ps[i-1])
 		}
 	}
-	f, err := r.file(first.Segment)
+	f, err := r.fileOf(first)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return 0, fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, first, FileName(first.Segment))
-		}
-		return 0, fmt.Errorf("vlog: read %s: %w", first, err)
+		return 0, err
 	}
 	bp := runBufs.Get().(*[]byte)
 	defer runBufs.Put(bp)
