@@ -200,7 +200,7 @@ func TestFormatAndNew(t *testing.T) {
 		t.Fatalf("attr timeout %v", out.Timeout())
 	}
 	mo := f.MountOptions()
-	if mo.MaxWrite != 1<<20 || mo.Options[0] != "default_permissions" || mo.ExtraCapabilities&fuse.CAP_WRITEBACK_CACHE != 0 {
+	if mo.MaxWrite != 1<<20 || mo.Options[0] != "default_permissions" || mo.ExtraCapabilities&fuse.CAP_WRITEBACK_CACHE != 0 || !mo.DisableSplice {
 		t.Fatalf("mount options %+v", mo)
 	}
 	if err := f.Close(); err != nil {

@@ -155,9 +155,11 @@ func baseName(name string) string {
 
 // start starts a system. Besides the four, it starts variants for
 // experiments: "ceiling+L1+L2..." is the ceiling with levers (serve.go), and
-// "lsmfs:O1+O2..." is lsmfs mounted with -o O1,O2,... where ra=KB,
-// GOMEMLIMIT=X and GOGC=N are the harness's: ra sets the mount's readahead
-// after mounting, the others go to the daemon's environment.
+// "lsmfs:O1+O2..." is lsmfs mounted with -o O1,O2,... where ra=KB, bs=N,
+// bin=PATH, GOMEMLIMIT=X and GOGC=N are the harness's: ra sets the mount's
+// readahead after mounting, bs formats with lsmfs mkfs --block-size N
+// first, bin runs another lsmfs binary (a build to compare), the others go
+// to the daemon's environment.
 func (st *starter) start(name string) (*system, error) {
 	base, err := os.MkdirTemp(st.dir, "fsbench-"+baseName(name)+"-")
 	if err != nil {
@@ -216,21 +218,33 @@ func (st *starter) start(name string) (*system, error) {
 			s.stop = func() error { return stopChild(cmd, mnt) }
 		} else {
 			var opts, env []string
-			ra := 0
+			ra, bs, bin := 0, "", st.lsmfsBin
 			if _, o, ok := strings.Cut(name, ":"); ok {
 				for _, x := range strings.Split(o, "+") {
-					if v, ok := strings.CutPrefix(x, "ra="); ok {
+					k, v, _ := strings.Cut(x, "=")
+					switch k {
+					case "ra":
 						ra, _ = strconv.Atoi(v)
-						continue
+					case "bs":
+						bs = v
+					case "bin":
+						bin = v
+					case "GOMEMLIMIT", "GOGC":
+						env = append(env, x)
+					default:
+						opts = append(opts, x)
 					}
-					if k, v, ok := strings.Cut(x, "="); ok && (k == "GOMEMLIMIT" || k == "GOGC") {
-						env = append(env, k+"="+v)
-						continue
-					}
-					opts = append(opts, x)
 				}
 			}
-			d, err := mounted.MountEnv(st.lsmfsBin, dataDir, mnt, strings.Join(opts, ","), env)
+			if bs != "" {
+				if err := os.MkdirAll(dataDir, 0o755); err != nil {
+					return fail(err)
+				}
+				if out, err := exec.Command(bin, "mkfs", "--block-size", bs, dataDir).CombinedOutput(); err != nil {
+					return fail(fmt.Errorf("mkfs --block-size %s: %v: %s", bs, err, out))
+				}
+			}
+			d, err := mounted.MountEnv(bin, dataDir, mnt, strings.Join(opts, ","), env)
 			if err != nil {
 				return fail(err)
 			}
