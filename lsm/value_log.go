@@ -532,7 +532,24 @@ func (d *DB) cleanSegment(seg uint64, background bool) error {
 		}
 		return err
 	}
+	// Every batch that appended to seg held the commit lock from its append
+	// until its pointers were in the memtable, and seg is sealed (nothing
+	// appends to it any more): past this barrier, a live record of seg is
+	// what its key reads. A record dead now stays dead, since no write makes
+	// an old pointer current again, so dead records are dropped here without
+	// a copy; rewriteLive checks the others again under the lock.
+	d.commit.Lock()
+	d.commit.Unlock()
+	var want []byte
 	err := vlog.Scan(d.opts.FS, d.dirname, seg, int64(s.size), func(rec vlog.Record) error {
+		kind, raw, found, err := d.getInternalCurrent(rec.Key, base.SeqNum(d.visibleSeq.Load()))
+		if err != nil {
+			return err
+		}
+		want = rec.Ptr.Append(want[:0])
+		if !found || kind != base.KindValuePointer || string(raw) != string(want) {
+			return nil
+		}
 		pending = append(pending, vlog.Record{Key: append([]byte(nil), rec.Key...), Value: append([]byte(nil), rec.Value...), Ptr: rec.Ptr})
 		pendingBytes += len(rec.Value)
 		if pendingBytes >= chunk {

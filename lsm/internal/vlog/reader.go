@@ -1,6 +1,7 @@
 package vlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -201,7 +202,8 @@ type Record struct {
 
 // Scan reads segment seg's records in order and calls fn for each; key and
 // value are valid only during the call. It reads the first size bytes (the
-// whole file if size is 0) at once: segments are bounded by the writer's
+// whole file if size is 0) in chunks of scanChunk (one record larger than
+// that is read whole), so a scan holds about a chunk of memory whatever the
 // segment size. Damage is reported as ErrCorrupt with the offset.
 func Scan(fsys vfs.FS, dir string, seg uint64, size int64, fn func(Record) error) error {
 	name := FileName(seg)
@@ -210,38 +212,60 @@ func Scan(fsys vfs.FS, dir string, seg uint64, size int64, fn func(Record) error
 		return fmt.Errorf("vlog: scan %s: %w", name, err)
 	}
 	defer f.Close()
-	if size == 0 {
-		if size, err = f.Size(); err != nil {
-			return fmt.Errorf("vlog: scan %s: %w", name, err)
-		}
-	}
-	data := make([]byte, size)
-	if n, err := f.ReadAt(data, 0); n < len(data) {
-		if err == nil || errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: %s: shorter (%d bytes) than sealed (%d)", ErrCorrupt, name, n, size)
-		}
+	n, err := f.Size()
+	if err != nil {
 		return fmt.Errorf("vlog: scan %s: %w", name, err)
 	}
-	return scanData(name, seg, data, fn)
+	if size == 0 {
+		size = n
+	} else if n < size {
+		return fmt.Errorf("%w: %s: shorter (%d bytes) than sealed (%d)", ErrCorrupt, name, n, size)
+	}
+	return scanFrom(name, seg, f, size, scanChunk, fn)
 }
 
+// scanChunk is how much of a segment Scan reads at a time.
+const scanChunk = 1 << 20
+
+// maxRecordHeader bounds a record header: the checksums and two varints.
+const maxRecordHeader = recordCRCsLen + 2*binary.MaxVarintLen64
+
+// scanData is Scan of a segment held in memory.
 func scanData(name string, seg uint64, data []byte, fn func(Record) error) error {
-	if len(data) < segHeaderLen || string(data[:len(segMagic)]) != segMagic || data[len(segMagic)] != segVersion {
+	return scanFrom(name, seg, bytes.NewReader(data), int64(len(data)), scanChunk, fn)
+}
+
+// scanFrom scans the first size bytes of r, the segment seg, reading chunk
+// bytes at a time.
+func scanFrom(name string, seg uint64, r io.ReaderAt, size int64, chunk int, fn func(Record) error) error {
+	w := scanWindow{r: r, size: size, chunk: chunk, name: name}
+	hdr, err := w.at(0, segHeaderLen)
+	if err != nil {
+		return err
+	}
+	if len(hdr) < segHeaderLen || string(hdr[:len(segMagic)]) != segMagic || hdr[len(segMagic)] != segVersion {
 		return fmt.Errorf("%s: %w", name, errBadHeader)
 	}
-	if binary.LittleEndian.Uint64(data[len(segMagic)+1:]) != seg {
+	if binary.LittleEndian.Uint64(hdr[len(segMagic)+1:]) != seg {
 		return fmt.Errorf("%s: %w: names another segment", name, errBadHeader)
 	}
-	for off := segHeaderLen; off < len(data); {
-		h, err := decodeRecordHeader(data[off:])
+	for off := int64(segHeaderLen); off < size; {
+		b, err := w.at(off, maxRecordHeader)
+		if err != nil {
+			return err
+		}
+		h, err := decodeRecordHeader(b)
 		if err != nil {
 			return fmt.Errorf("%s at %d: %w", name, off, err)
 		}
 		total := h.hdrLen + h.keyLen + h.valLen
-		if total > len(data)-off {
+		if int64(total) > size-off {
 			return fmt.Errorf("%w: %s at %d: truncated record", ErrCorrupt, name, off)
 		}
-		rec := data[off : off+total]
+		rec, err := w.at(off, total)
+		if err != nil {
+			return err
+		}
 		if crc32.Checksum(rec[4:h.hdrLen+h.keyLen], castagnoli) != binary.LittleEndian.Uint32(rec) {
 			return fmt.Errorf("%w: %s at %d: record header checksum mismatch", ErrCorrupt, name, off)
 		}
@@ -249,13 +273,48 @@ func scanData(name string, seg uint64, data []byte, fn func(Record) error) error
 		if crc32.Checksum(value, castagnoli) != h.valueCRC {
 			return fmt.Errorf("%w: %s at %d: value checksum mismatch", ErrCorrupt, name, off)
 		}
-		ptr := Pointer{Segment: seg, Offset: uint64(off + h.hdrLen + h.keyLen), Len: uint32(h.valLen), CRC: h.valueCRC}
+		ptr := Pointer{Segment: seg, Offset: uint64(off) + uint64(h.hdrLen+h.keyLen), Len: uint32(h.valLen), CRC: h.valueCRC}
 		if err := fn(Record{Key: rec[h.hdrLen : h.hdrLen+h.keyLen], Value: value, Ptr: ptr}); err != nil {
 			return err
 		}
-		off += total
+		off += int64(total)
 	}
 	return nil
+}
+
+// scanWindow is a reusable buffer over [base, base+len(buf)) of a segment's
+// first size bytes.
+type scanWindow struct {
+	r     io.ReaderAt
+	size  int64
+	chunk int
+	name  string
+	buf   []byte
+	base  int64
+}
+
+// at returns the bytes [off, off+n), cut at size; they stay valid until the
+// next call.
+func (w *scanWindow) at(off int64, n int) ([]byte, error) {
+	n = int(min(int64(n), w.size-off))
+	if off >= w.base && off+int64(n) <= w.base+int64(len(w.buf)) {
+		return w.buf[off-w.base : off-w.base+int64(n)], nil
+	}
+	want := int(min(int64(max(n, w.chunk)), w.size-off))
+	if cap(w.buf) < want {
+		w.buf = make([]byte, want)
+	}
+	w.buf = w.buf[:want]
+	m, err := w.r.ReadAt(w.buf, off)
+	if m < want {
+		w.buf = w.buf[:0]
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s: shorter (%d bytes) than sealed (%d)", ErrCorrupt, w.name, off+int64(m), w.size)
+		}
+		return nil, fmt.Errorf("vlog: scan %s: %w", w.name, err)
+	}
+	w.base = off
+	return w.buf[:n], nil
 }
 
 // ValidSize returns the length of segment seg's valid prefix: the header

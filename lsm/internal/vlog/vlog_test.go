@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/lsmfs/lsmfs/blockcache"
@@ -133,9 +135,99 @@ func FuzzSegment(f *testing.F) {
 	data, _, _ = appendRecord(data, []byte("k2"), bytes.Repeat([]byte("x"), 300))
 	f.Add(data)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		err := scanData("seg", 3, b, func(Record) error { return nil })
+		whole, err := scanTrace(b, max(len(b), 1))
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("untyped error %v", err)
 		}
+		// Reading in small chunks sees the same records and error.
+		chunk := 1
+		if len(b) > 0 {
+			chunk += int(b[len(b)-1]) % 40
+		}
+		if got, cerr := scanTrace(b, chunk); got != whole || fmt.Sprint(cerr) != fmt.Sprint(err) {
+			t.Fatalf("chunk %d: %q, %v; whole: %q, %v", chunk, got, cerr, whole, err)
+		}
 	})
+}
+
+// scanTrace scans b (segment 3) chunk bytes at a time and describes what
+// it met.
+func scanTrace(b []byte, chunk int) (string, error) {
+	var sb strings.Builder
+	err := scanFrom("seg", 3, bytes.NewReader(b), int64(len(b)), chunk, func(r Record) error {
+		fmt.Fprintf(&sb, "%q=%x@%v;", r.Key, r.Value, r.Ptr)
+		return nil
+	})
+	return sb.String(), err
+}
+
+// readSizes is an io.ReaderAt that records the largest read.
+type readSizes struct {
+	r       io.ReaderAt
+	largest int
+}
+
+func (rs *readSizes) ReadAt(p []byte, off int64) (int, error) {
+	rs.largest = max(rs.largest, len(p))
+	return rs.r.ReadAt(p, off)
+}
+
+// TestScanChunks scans a segment of records small and large (larger than a
+// chunk) in chunks of several sizes: each finds every record, and no read
+// is larger than a chunk or the record that needs it.
+func TestScanChunks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	data := segmentHeader(3)
+	type kv struct{ k, v []byte }
+	var want []kv
+	biggest := 0
+	for i := range 200 {
+		v := make([]byte, rng.IntN(300))
+		if i%50 == 7 {
+			v = make([]byte, 5000+rng.IntN(5000))
+		}
+		for j := range v {
+			v[j] = byte(rng.Uint32())
+		}
+		k := []byte(fmt.Sprintf("key%03d", i))
+		before := len(data)
+		data, _, _ = appendRecord(data, k, v)
+		biggest = max(biggest, len(data)-before)
+		want = append(want, kv{k, v})
+	}
+	for _, chunk := range []int{1, 13, 1000, 4096, len(data)} {
+		rs := &readSizes{r: bytes.NewReader(data)}
+		i := 0
+		err := scanFrom("seg", 3, rs, int64(len(data)), chunk, func(r Record) error {
+			if i >= len(want) || !bytes.Equal(r.Key, want[i].k) || !bytes.Equal(r.Value, want[i].v) {
+				return fmt.Errorf("record %d: %q", i, r.Key)
+			}
+			if got := data[r.Ptr.Offset : r.Ptr.Offset+uint64(r.Ptr.Len)]; !bytes.Equal(got, r.Value) {
+				return fmt.Errorf("record %d: pointer %v does not locate its value", i, r.Ptr)
+			}
+			i++
+			return nil
+		})
+		if err != nil || i != len(want) {
+			t.Fatalf("chunk %d: %v after %d records", chunk, err, i)
+		}
+		if rs.largest > max(chunk, biggest) {
+			t.Fatalf("chunk %d: a read of %d bytes (largest record %d)", chunk, rs.largest, biggest)
+		}
+	}
+	// A file shorter than its sealed size is damage, found before any
+	// record is passed on.
+	fs := vfs.NewMem()
+	fs.MkdirAll("/d")
+	f, _ := fs.Create("/d/" + FileName(3))
+	f.Write(data[:len(data)-10])
+	f.Close()
+	calls := 0
+	err := Scan(fs, "/d", 3, int64(len(data)), func(Record) error { calls++; return nil })
+	if !errors.Is(err, ErrCorrupt) || calls != 0 {
+		t.Fatalf("scan of a short segment: %v after %d records", err, calls)
+	}
+	if err := Scan(fs, "/d", 3, 0, func(Record) error { calls++; return nil }); !errors.Is(err, ErrCorrupt) || calls != len(want)-1 {
+		t.Fatalf("scan of a torn segment: %v after %d records", err, calls)
+	}
 }
