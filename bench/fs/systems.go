@@ -156,7 +156,7 @@ func baseName(name string) string {
 // start starts a system. Besides the four, it starts variants for
 // experiments: "ceiling+L1+L2..." is the ceiling with levers (serve.go), and
 // "lsmfs:O1+O2..." is lsmfs mounted with -o O1,O2,... where ra=KB, bs=N,
-// bin=PATH, GOMEMLIMIT=X and GOGC=N are the harness's: ra sets the mount's
+// bin=PATH, GOMEMLIMIT=X, GOGC=N and GODEBUG=X are the harness's: ra sets the mount's
 // readahead after mounting, bs formats with lsmfs mkfs --block-size N
 // first, bin runs another lsmfs binary (a build to compare), the others go
 // to the daemon's environment.
@@ -229,7 +229,7 @@ func (st *starter) start(name string) (*system, error) {
 						bs = v
 					case "bin":
 						bin = v
-					case "GOMEMLIMIT", "GOGC":
+					case "GOMEMLIMIT", "GOGC", "GODEBUG":
 						env = append(env, x)
 					default:
 						opts = append(opts, x)
