@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lsmfs/lsmfs/fs"
 )
 
 // TestFsx is an fsx-style data test (after fsx of xfstests): a long seeded
@@ -24,17 +27,23 @@ import (
 // size and time keeping and write gathering into the kernel.
 func TestFsx(t *testing.T) {
 	seed := testSeed(t)
-	for _, opts := range []string{"", "writeback_cache"} {
-		name := opts
-		if name == "" {
-			name = "default"
-		}
-		t.Run(name, func(t *testing.T) { runFsx(t, opts, seed) })
+	for _, v := range []struct {
+		name      string
+		mountOpts string
+		blockSize int
+	}{
+		{"default", "", fs.DefaultBlockSize},
+		{"writeback_cache", "writeback_cache", fs.DefaultBlockSize},
+		// Blocks of several pages: writes of part of a block, which
+		// read the stored block when the buffer is flushed.
+		{"block_size=16K", "", 16 << 10},
+	} {
+		t.Run(v.name, func(t *testing.T) { runFsx(t, v.mountOpts, v.blockSize, seed) })
 	}
 }
 
-func runFsx(t *testing.T, mountOpts string, seed uint64) {
-	f := newFS(t, fsOptions{mountOpts: mountOpts})
+func runFsx(t *testing.T, mountOpts string, blockSize int, seed uint64) {
+	f := newFS(t, fsOptions{mountOpts: mountOpts, mkfsArgs: []string{"--block-size", strconv.Itoa(blockSize)}})
 	ops := 3000
 	if long() {
 		ops = 100_000
@@ -45,6 +54,7 @@ func runFsx(t *testing.T, mountOpts string, seed uint64) {
 		fd:     -1,
 		rng:    rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		page:   os.Getpagesize(),
+		block:  blockSize,
 		maxLen: 1 << 20,
 		maxOp:  64 << 10,
 		counts: map[string]int{},
@@ -80,6 +90,7 @@ type fsx struct {
 	rng    *rand.Rand
 	model  []byte // the file's expected contents; len is its size
 	page   int
+	block  int // the filesystem's block size
 	maxLen int // the file never grows past this
 	maxOp  int // longest single operation
 	op     int // index of the current operation
@@ -146,8 +157,8 @@ func (x *fsx) offset(limit int) int {
 	case 0: // a page boundary, give or take a few bytes
 		o := x.rng.IntN(limit/x.page+1)*x.page + x.rng.IntN(9) - 4
 		return min(max(o, 0), limit-1)
-	case 1: // a 16 KiB (default block size) boundary
-		o := x.rng.IntN(limit/(16<<10)+1)*(16<<10) + x.rng.IntN(3) - 1
+	case 1: // a block boundary
+		o := x.rng.IntN(limit/x.block+1)*x.block + x.rng.IntN(3) - 1
 		return min(max(o, 0), limit-1)
 	}
 	return x.rng.IntN(limit)
