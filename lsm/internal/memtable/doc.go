@@ -22,4 +22,8 @@
 // following the key offset.
 //
 // Offsets are arena offsets; 0 is nil (the arena's first bytes are reserved).
+//
+// Each segment, skiplist or Flat, also keeps a Bloom filter of its user keys
+// (filter.go, outside the arena), so Get skips a segment that cannot hold the
+// key. Bits are set before an entry is linked; the filter never hides one.
 package memtable

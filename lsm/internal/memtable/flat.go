@@ -21,6 +21,7 @@ type Flat struct {
 	ents   []flatEnt
 	prefix []uint64
 	tombs  []base.RangeTombstone // fragmented
+	filter *keyFilter            // user keys of ents
 }
 
 type flatEnt struct {
@@ -51,6 +52,11 @@ func (b *FlatBuilder) Finish(tombs []base.RangeTombstone) *Flat {
 	f.data = append([]byte(nil), f.data...)
 	f.ents = append([]flatEnt(nil), f.ents...)
 	f.prefix = append([]uint64(nil), f.prefix...)
+	f.filter = newKeyFilter(len(f.ents))
+	for i := range f.ents {
+		k, _ := base.DecodeInternalKey(f.key(i))
+		f.filter.add(hashKey(k.UserKey))
+	}
 	if len(tombs) > 0 {
 		f.tombs = make([]base.RangeTombstone, len(tombs))
 		for i, t := range tombs {
@@ -67,6 +73,9 @@ func (f *Flat) Len() int { return len(f.ents) }
 // Size is the memory the segment holds, in bytes.
 func (f *Flat) Size() uint64 {
 	n := uint64(len(f.data)) + uint64(len(f.ents))*12 + uint64(len(f.prefix))*8
+	if f.filter != nil {
+		n += f.filter.size()
+	}
 	for _, t := range f.tombs {
 		n += uint64(len(t.Start)+len(t.End)) + 40
 	}
@@ -113,6 +122,9 @@ func (f *Flat) search(key []byte) int {
 
 // Get returns the newest point entry for ukey with a sequence number <= snap.
 func (f *Flat) Get(ukey []byte, snap base.SeqNum) (key base.InternalKey, value []byte, found bool) {
+	if f.filter != nil && !f.filter.mayContain(hashKey(ukey)) {
+		return base.InternalKey{}, nil, false
+	}
 	var buf [64]byte
 	i := f.search(base.MakeInternalKey(ukey, snap, base.KindMax).Append(buf[:0]))
 	if i >= len(f.ents) {

@@ -18,6 +18,7 @@ type Memtable struct {
 	arena     *arena
 	points    *skiplist
 	rangeDels *skiplist
+	filter    *keyFilter // user keys of points
 
 	count         atomic.Uint64 // point entries
 	numTombstones atomic.Uint64
@@ -38,7 +39,9 @@ func New(capacity uint32) *Memtable {
 		capacity = 64 << 10
 	}
 	a := newArena(capacity)
-	m := &Memtable{arena: a}
+	// Entries take at least ~50 arena bytes; most of the engine's are
+	// larger. Smaller ones only raise the false-positive rate.
+	m := &Memtable{arena: a, filter: newKeyFilter(int(capacity / 128))}
 	var err error
 	if m.points, err = newSkiplist(a); err != nil {
 		panic(err) // cannot happen: capacity covers two heads
@@ -60,6 +63,7 @@ func (m *Memtable) Add(key base.InternalKey, value []byte) error {
 		m.numTombstones.Add(1)
 		return nil
 	}
+	m.filter.add(hashKey(key.UserKey)) // before the entry is linked
 	if err := m.points.add(m.keyBuf, value); err != nil {
 		return err
 	}
@@ -87,6 +91,9 @@ func (m *Memtable) NumTombstones() uint64 { return m.numTombstones.Load() }
 
 // Get returns the newest point entry for ukey with a sequence number <= snap.
 func (m *Memtable) Get(ukey []byte, snap base.SeqNum) (key base.InternalKey, value []byte, found bool) {
+	if !m.filter.mayContain(hashKey(ukey)) {
+		return base.InternalKey{}, nil, false
+	}
 	var buf [64]byte
 	seek := base.MakeInternalKey(ukey, snap, base.KindMax).Append(buf[:0])
 	nd := m.points.seekGE(seek)

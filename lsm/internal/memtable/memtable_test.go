@@ -202,6 +202,16 @@ func TestFlatMatchesSkiplist(t *testing.T) {
 	if f.Size() >= m.Size() {
 		t.Errorf("flat segment (%d B) not smaller than the skiplist (%d B)", f.Size(), m.Size())
 	}
+	// Each entry is what a Get of its key at its own sequence number finds,
+	// in both.
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		for _, get := range []func([]byte, uint64) (base.InternalKey, []byte, bool){m.Get, f.Get} {
+			if g, v, found := get(k.UserKey, k.Seq()); !found || g.Trailer != k.Trailer || !bytes.Equal(v, it.Value()) {
+				t.Fatalf("Get(%s,%d): %v %v", k.UserKey, k.Seq(), g, found)
+			}
+		}
+	}
 	fi := f.NewIter()
 	for n := 0; n < 3000; n++ {
 		k := []byte(fmt.Sprintf("k%d", rng.IntN(850)))
