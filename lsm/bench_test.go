@@ -34,6 +34,18 @@ func BenchmarkApplyNoSync(b *testing.B) {
 }
 
 func BenchmarkGetFromTables(b *testing.B) {
+	const n = 500000
+	db := filledDB(b, n)
+	if err := db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s", func() string { m := db.Metrics(); return m.String() }())
+	benchGets(b, db, n)
+}
+
+// filledDB returns an engine with the default options holding n keys of
+// 16 bytes with 100-byte values (benchKey).
+func filledDB(b *testing.B, n int) *lsm.DB {
 	dir := b.TempDir()
 	opts := &lsm.Options{UUID: [16]byte{1}}
 	if err := lsm.Format(dir, opts); err != nil {
@@ -43,30 +55,35 @@ func BenchmarkGetFromTables(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer db.Close()
-	const n = 500000
+	b.Cleanup(func() { db.Close() })
 	k := make([]byte, 16)
 	v := make([]byte, 100)
 	batch := lsm.NewBatch()
-	for i := 0; i < n; i++ {
-		binary.BigEndian.PutUint64(k, uint64(i)*0x9e3779b97f4a7c15)
-		binary.BigEndian.PutUint64(k[8:], uint64(i))
+	for i := range n {
+		benchKey(k, uint64(i))
 		batch.Reset()
 		batch.Set(k, v)
 		if err := db.Apply(batch, false); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := db.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("%s", func() string { m := db.Metrics(); return m.String() }())
+	return db
+}
+
+// benchKey writes the i-th key of filledDB into k: spread over the
+// keyspace, unique.
+func benchKey(k []byte, i uint64) {
+	binary.BigEndian.PutUint64(k, i*0x9e3779b97f4a7c15)
+	binary.BigEndian.PutUint64(k[8:], i)
+}
+
+// benchGets times Gets of filledDB's n keys in a scattered order.
+func benchGets(b *testing.B, db *lsm.DB, n int) {
+	k := make([]byte, 16)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		j := uint64(i*7919) % n
-		binary.BigEndian.PutUint64(k, j*0x9e3779b97f4a7c15)
-		binary.BigEndian.PutUint64(k[8:], j)
+		benchKey(k, uint64(i*7919)%uint64(n))
 		if _, err := db.Get(k); err != nil {
 			b.Fatal(err)
 		}
@@ -78,42 +95,12 @@ func BenchmarkGetFromTables(b *testing.B) {
 // flushed): a Get searches the segments newest first, and each segment's key
 // filter lets it skip the segments that cannot hold the key.
 func BenchmarkGetFromMemtables(b *testing.B) {
-	dir := b.TempDir()
-	opts := &lsm.Options{UUID: [16]byte{1}}
-	if err := lsm.Format(dir, opts); err != nil {
-		b.Fatal(err)
-	}
-	db, err := lsm.Open(dir, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
 	const n = 300000
-	k := make([]byte, 16)
-	v := make([]byte, 100)
-	batch := lsm.NewBatch()
-	for i := 0; i < n; i++ {
-		binary.BigEndian.PutUint64(k, uint64(i)*0x9e3779b97f4a7c15)
-		binary.BigEndian.PutUint64(k[8:], uint64(i))
-		batch.Reset()
-		batch.Set(k, v)
-		if err := db.Apply(batch, false); err != nil {
-			b.Fatal(err)
-		}
-	}
+	db := filledDB(b, n)
 	m := db.Metrics()
 	if m.Flushes != 0 {
 		b.Fatalf("%d flushes: the keys are not all in the memtable", m.Flushes)
 	}
 	b.Logf("%s", m.String())
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		j := uint64(i*7919) % n
-		binary.BigEndian.PutUint64(k, j*0x9e3779b97f4a7c15)
-		binary.BigEndian.PutUint64(k[8:], j)
-		if _, err := db.Get(k); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchGets(b, db, n)
 }

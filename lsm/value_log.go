@@ -540,15 +540,11 @@ func (d *DB) cleanSegment(seg uint64, background bool) error {
 	// a copy; rewriteLive checks the others again under the lock.
 	d.commit.Lock()
 	d.commit.Unlock()
-	var want []byte
+	var scratch []byte
 	err := vlog.Scan(d.opts.FS, d.dirname, seg, int64(s.size), func(rec vlog.Record) error {
-		kind, raw, found, err := d.getInternalCurrent(rec.Key, base.SeqNum(d.visibleSeq.Load()))
-		if err != nil {
+		live, err := d.pointsTo(rec, base.SeqNum(d.visibleSeq.Load()), &scratch)
+		if err != nil || !live {
 			return err
-		}
-		want = rec.Ptr.Append(want[:0])
-		if !found || kind != base.KindValuePointer || string(raw) != string(want) {
-			return nil
 		}
 		pending = append(pending, vlog.Record{Key: append([]byte(nil), rec.Key...), Value: append([]byte(nil), rec.Value...), Ptr: rec.Ptr})
 		pendingBytes += len(rec.Value)
@@ -582,14 +578,13 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 	defer d.commit.Unlock()
 	var live []vlog.Record
 	var need, size uint64
-	var want, pbuf []byte
+	var scratch, pbuf []byte
 	for _, r := range recs {
-		kind, raw, found, err := d.getInternalCurrent(r.Key, d.commit.lastSeq)
+		ok, err := d.pointsTo(r, d.commit.lastSeq, &scratch)
 		if err != nil {
 			return 0, err
 		}
-		want = r.Ptr.Append(want[:0])
-		if !found || kind != base.KindValuePointer || string(raw) != string(want) {
+		if !ok {
 			continue // overwritten or deleted: dead
 		}
 		live = append(live, r)
@@ -632,6 +627,17 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 	}
 	d.metrics.vlogRewritten.Add(uint64(moved))
 	return moved, nil
+}
+
+// pointsTo reports whether r's key reads, at snap, a pointer to r itself
+// (r is live). scratch is a reusable buffer.
+func (d *DB) pointsTo(r vlog.Record, snap base.SeqNum, scratch *[]byte) (bool, error) {
+	kind, raw, found, err := d.getInternalCurrent(r.Key, snap)
+	if err != nil || !found || kind != base.KindValuePointer {
+		return false, err
+	}
+	*scratch = r.Ptr.Append((*scratch)[:0])
+	return string(raw) == string(*scratch), nil
 }
 
 // getInternalCurrent is getInternal on the current read state.
