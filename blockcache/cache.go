@@ -28,6 +28,10 @@ type entry struct {
 	b         []byte
 }
 
+// EntryOverhead is the cost an entry adds to its value's length: the heap
+// it takes beyond the value (TestFootprint).
+const EntryOverhead = 208
+
 // Tuning (not part of any format).
 const (
 	// avgEntryBytes is the expected size of a cached value, used to size
@@ -96,7 +100,7 @@ func (c *Cache) Set(file, off uint64, b []byte) {
 	if c == nil || c.closed.Load() {
 		return
 	}
-	c.rc.Set(keyHash(file, off), &entry{file: file, off: off, b: b}, int64(len(b)))
+	c.rc.Set(keyHash(file, off), &entry{file: file, off: off, b: b}, int64(len(b))+EntryOverhead)
 }
 
 // Wait blocks until every Set issued before it has been applied or rejected.

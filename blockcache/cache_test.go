@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -58,7 +59,7 @@ func TestGetSetMiss(t *testing.T) {
 	if got, want := m.HitRatio(), 3.0/8; got != want {
 		t.Errorf("HitRatio = %v; want %v", got, want)
 	}
-	if m.KeysAdded != 3 || m.CostAdded != uint64(len("block 1/0block 1/4096block 2/0")) {
+	if m.KeysAdded != 3 || m.CostAdded != uint64(len("block 1/0block 1/4096block 2/0")+3*blockcache.EntryOverhead) {
 		t.Errorf("added %d keys, %d bytes: %v", m.KeysAdded, m.CostAdded, m)
 	}
 	if m.Used != int64(m.CostAdded) || m.Capacity != 1<<20 {
@@ -232,4 +233,39 @@ func BenchmarkGetHit(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestFootprint fills a cache with small values and checks that the heap it
+// holds stays near its configured size: entries are charged EntryOverhead
+// beyond their values. Charging the values alone, 256-byte values would
+// take about 1.8x the size.
+func TestFootprint(t *testing.T) {
+	const size = 8 << 20
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	c, err := blockcache.New(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 4 * size / 256 {
+		c.Set(1, uint64(i), make([]byte, 256))
+		if i%1024 == 0 {
+			c.Wait()
+		}
+	}
+	c.Wait()
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	m := c.Metrics()
+	if m.Used < size*3/4 {
+		t.Fatalf("cache barely filled: %v", m)
+	}
+	// The frequency sketch is sized by New, apart from the entries.
+	held := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
+	if held > size*5/4 {
+		t.Fatalf("a cache of %d bytes holds %d bytes of heap (%d entries)", size, held, m.KeysAdded-m.KeysEvicted)
+	}
+	t.Logf("a cache of %d bytes holds %d bytes of heap with 256-byte values", size, held)
 }
