@@ -175,10 +175,10 @@ func (d *DB) startValueLogWriter() error {
 			d.vlogActive.Store(n)
 			return n
 		},
-		func(seg uint64, size int64) {
+		func(seg uint64, size int64, keys vlog.KeyRange) {
 			d.mu.Lock()
 			defer d.mu.Unlock()
-			d.mu.versions.vlog[seg] = &vlogSegment{size: uint64(size)}
+			d.mu.versions.vlog[seg] = &vlogSegment{size: uint64(size), keys: keys}
 			d.mu.pendingSeals = append(d.mu.pendingSeals, manifest.VlogSegment{Num: seg, Bytes: uint64(size)})
 			d.maybeScheduleCleanLocked()
 		})
@@ -540,6 +540,11 @@ func (d *DB) cleanSegment(seg uint64, background bool) error {
 	// a copy; rewriteLive checks the others again under the lock.
 	d.commit.Lock()
 	d.commit.Unlock()
+	if dead, err := d.segmentDead(seg, s); err != nil {
+		return fmt.Errorf("clean %s: %w", vlog.FileName(seg), err)
+	} else if dead {
+		return d.retireSegment(seg)
+	}
 	var scratch []byte
 	err := vlog.Scan(d.opts.FS, d.dirname, seg, int64(s.size), func(rec vlog.Record) error {
 		live, err := d.pointsTo(rec, base.SeqNum(d.visibleSeq.Load()), &scratch)
@@ -559,7 +564,14 @@ func (d *DB) cleanSegment(seg uint64, background bool) error {
 	if err != nil {
 		return fmt.Errorf("clean %s: %w", vlog.FileName(seg), err)
 	}
-	// The rewrites must be durable before the old copies may go.
+	return d.retireSegment(seg)
+}
+
+// retireSegment marks a cleaned segment for removal once no older reader
+// needs it. The rewrites of its live values, and the writes that made the
+// others dead, must be durable before the old copies may go: the journal
+// is forced first.
+func (d *DB) retireSegment(seg uint64) error {
 	if err := d.SyncJournal(); err != nil {
 		return err
 	}
@@ -567,6 +579,37 @@ func (d *DB) cleanSegment(seg uint64, background bool) error {
 	d.mu.zombies[seg] = d.visibleSeq.Load()
 	d.mu.Unlock()
 	return nil
+}
+
+// segmentDead reports whether no key reads a value of sealed segment seg
+// (called past the commit-lock barrier of cleanSegment), learned without
+// reading the segment: when its key range is known, one walk of the tree
+// over that range finds no pointer into seg. A deleted or rewritten large
+// file leaves such segments, and then costs one seek instead of a read of
+// the whole segment and a lookup per record. The walk gives up (false)
+// after a few keys per expected record, which the scan then does cheaper.
+func (d *DB) segmentDead(seg uint64, s *vlogSegment) (bool, error) {
+	if s.keys.Lo == nil {
+		return false, nil
+	}
+	budget := int(s.size/2048) + 64
+	it := d.newIterAt(d.loadReadState(), &IterOptions{
+		LowerBound: s.keys.Lo,
+		UpperBound: append(slices.Clip(s.keys.Hi), 0), // just past Hi
+	}, base.SeqNum(d.visibleSeq.Load()), false)
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if budget--; budget < 0 {
+			return false, nil
+		}
+		if it.rawKind != base.KindValuePointer {
+			continue
+		}
+		if p, err := vlog.DecodePointer(it.raw); err != nil || p.Segment == seg {
+			return false, nil // live, or damage the scan reports
+		}
+	}
+	return it.Error() == nil, it.Error()
 }
 
 // rewriteLive appends the records whose key still points to them to the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
+	"github.com/lsmfs/lsmfs/lsm/internal/vlog"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
@@ -49,6 +50,9 @@ type versionSet struct {
 type vlogSegment struct {
 	size    uint64
 	discard uint64
+	// keys bounds the keys of the segment's records, when known: for
+	// segments sealed since open (not persisted; zero otherwise).
+	keys vlog.KeyRange
 }
 
 func newVersionSet(fs vfs.FS, dirname string, logger *slog.Logger, maxManifestSize int64) *versionSet {

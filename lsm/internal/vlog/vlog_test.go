@@ -19,7 +19,7 @@ func newTestWriter(t testing.TB, fs vfs.FS, maxSize int64) (*Writer, map[uint64]
 	if err := fs.MkdirAll("/d"); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWriter(fs, "/d", maxSize, func() uint64 { next++; return next }, func(s uint64, n int64) { sealed[s] = n })
+	w, err := NewWriter(fs, "/d", maxSize, func() uint64 { next++; return next }, func(s uint64, n int64, _ KeyRange) { sealed[s] = n })
 	if err != nil {
 		t.Fatal(err)
 	}

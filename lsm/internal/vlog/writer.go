@@ -1,6 +1,7 @@
 package vlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -22,7 +23,7 @@ type Writer struct {
 	maxSize int64
 	// newSegment allocates a segment number and is told when one is sealed.
 	newSegment func() uint64
-	onSeal     func(seg uint64, size int64)
+	onSeal     func(seg uint64, size int64, keys KeyRange)
 
 	// BytesWritten counts bytes written to segment files.
 	BytesWritten atomic.Uint64
@@ -32,7 +33,8 @@ type Writer struct {
 		seg     uint64
 		f       vfs.File
 		buf     []byte
-		written int64 // bytes in the file
+		written int64    // bytes in the file
+		keys    KeyRange // of the records appended to the active segment
 		synced  int64
 		hinted  int64 // writeback started up to here (see writebackEvery)
 		err     error // sticky
@@ -43,8 +45,25 @@ type Writer struct {
 	}
 }
 
-// NewWriter starts a new segment in dir.
-func NewWriter(fs vfs.FS, dir string, maxSize int64, newSegment func() uint64, onSeal func(uint64, int64)) (*Writer, error) {
+// KeyRange bounds the keys of a segment's records: Lo and Hi are the
+// smallest and the largest (both nil when it has none). A range may be wider
+// than the records (records of a failed batch are counted), never narrower.
+type KeyRange struct {
+	Lo, Hi []byte
+}
+
+func (r *KeyRange) add(key []byte) {
+	if r.Lo == nil || bytes.Compare(key, r.Lo) < 0 {
+		r.Lo = append(r.Lo[:0], key...)
+	}
+	if r.Hi == nil || bytes.Compare(key, r.Hi) > 0 {
+		r.Hi = append(r.Hi[:0], key...)
+	}
+}
+
+// NewWriter starts a new segment in dir. onSeal is told each segment it
+// seals, with its size and the range of its records' keys.
+func NewWriter(fs vfs.FS, dir string, maxSize int64, newSegment func() uint64, onSeal func(uint64, int64, KeyRange)) (*Writer, error) {
 	w := &Writer{fs: fs, dir: dir, maxSize: maxSize, newSegment: newSegment, onSeal: onSeal}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -95,6 +114,7 @@ func (w *Writer) installLocked(seg uint64, f vfs.File) {
 	w.mu.seg, w.mu.f = seg, f
 	w.mu.written, w.mu.synced = int64(segHeaderLen), int64(segHeaderLen)
 	w.mu.hinted = 0
+	w.mu.keys = KeyRange{}
 }
 
 // writebackEvery is how many written bytes the writer lets pile up in the
@@ -124,6 +144,7 @@ func (w *Writer) Append(key, value []byte) (Pointer, error) {
 	var voff int
 	var crc uint32
 	w.mu.buf, voff, crc = appendRecord(w.mu.buf, key, value)
+	w.mu.keys.add(key)
 	return Pointer{Segment: w.mu.seg, Offset: uint64(recStart + int64(voff)), Len: uint32(len(value)), CRC: crc}, nil
 }
 
@@ -142,7 +163,7 @@ func (w *Writer) rollLocked() error {
 		}
 		return err
 	}
-	seg, size := w.mu.seg, w.mu.written
+	seg, size, keys := w.mu.seg, w.mu.written, w.mu.keys
 	if err := w.mu.f.Close(); err != nil {
 		nf.Close()
 		w.mu.err = fmt.Errorf("vlog: close %s: %w", FileName(seg), err)
@@ -150,7 +171,7 @@ func (w *Writer) rollLocked() error {
 	}
 	w.installLocked(nseg, nf)
 	if w.onSeal != nil {
-		w.onSeal(seg, size)
+		w.onSeal(seg, size, keys)
 	}
 	return nil
 }
@@ -311,7 +332,7 @@ func (w *Writer) Close() error {
 			err = cerr
 		}
 		if err == nil && w.onSeal != nil {
-			w.onSeal(w.mu.seg, w.mu.written)
+			w.onSeal(w.mu.seg, w.mu.written, w.mu.keys)
 		}
 		w.mu.f = nil
 	}
