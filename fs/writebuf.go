@@ -379,7 +379,9 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 				return len(dst), nil
 			}
 		}
-		v, err := f.db.Get(blockKey(ino, first))
+		// Not cached: the kernel's page cache keeps what a read returns
+		// (FOPEN_KEEP_CACHE), and the block cache keeps what has no other.
+		v, err := f.db.GetNoCache(blockKey(ino, first))
 		switch {
 		case err == nil:
 			put(first, v)

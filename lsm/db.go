@@ -416,10 +416,22 @@ func (d *DB) journalRoom(b *Batch) error {
 
 // Get returns a copy of the value of key, or ErrNotFound.
 func (d *DB) Get(key []byte) ([]byte, error) {
-	v, err := d.getCurrent(key)
+	return d.get(key, true)
+}
+
+// GetNoCache is Get for a value its caller reads once, or caches itself
+// (file data, which the kernel's page cache keeps): a value read from the
+// value log is not put in the block cache, where it would push out what
+// has no other cache (tables' blocks, metadata), and is not copied again.
+func (d *DB) GetNoCache(key []byte) ([]byte, error) {
+	return d.get(key, false)
+}
+
+func (d *DB) get(key []byte, fill bool) ([]byte, error) {
+	v, err := d.getCurrent(key, fill)
 	if errors.Is(err, errSegmentGone) {
 		// The value moved while we read it: read the current version.
-		v, err = d.getCurrent(key)
+		v, err = d.getCurrent(key, fill)
 	}
 	return v, err
 }
@@ -450,13 +462,15 @@ func (d *DB) ValueLen(key []byte) (int, error) {
 // state is loaded before the sequence number: the read state then holds a
 // prefix of the batches at or below it (a flush cannot have dropped a
 // version that the sequence number still needs).
-func (d *DB) getCurrent(key []byte) ([]byte, error) {
+func (d *DB) getCurrent(key []byte, fill bool) ([]byte, error) {
 	rs := d.loadReadState()
 	defer rs.unref()
-	return d.getAt(rs, key, d.visibleSeq.Load())
+	return d.getAt(rs, key, d.visibleSeq.Load(), fill)
 }
 
-func (d *DB) getAt(rs *readState, key []byte, snap base.SeqNum) ([]byte, error) {
+// getAt reads key at snap; fill says whether a value read from the value
+// log goes to the block cache.
+func (d *DB) getAt(rs *readState, key []byte, snap base.SeqNum, fill bool) ([]byte, error) {
 	kind, raw, found, err := d.getInternal(rs, key, snap)
 	if err != nil {
 		return nil, err
@@ -465,9 +479,9 @@ func (d *DB) getAt(rs *readState, key []byte, snap base.SeqNum) ([]byte, error) 
 		return nil, ErrNotFound
 	}
 	if kind == base.KindValuePointer {
-		v, err := d.readPointer(raw)
-		if err != nil {
-			return nil, err
+		v, err := d.readPointerFill(raw, fill)
+		if err != nil || !fill {
+			return v, err // without fill, v is ours
 		}
 		return append([]byte(nil), v...), nil
 	}

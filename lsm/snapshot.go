@@ -61,7 +61,7 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	}
 	rs := s.db.loadReadState()
 	defer rs.unref()
-	return s.db.getAt(rs, key, s.seq)
+	return s.db.getAt(rs, key, s.seq, true)
 }
 
 // NewIter returns an iterator over the snapshot.

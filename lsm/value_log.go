@@ -264,11 +264,21 @@ var errSegmentGone = errors.New("lsm: value-log segment was cleaned")
 
 // readPointer returns the value a pointer entry stands for.
 func (d *DB) readPointer(raw []byte) ([]byte, error) {
+	return d.readPointerFill(raw, true)
+}
+
+// readPointerFill is readPointer; without fill the value is read with
+// vlog.Reader.ReadOwned (not cached, and the caller's).
+func (d *DB) readPointerFill(raw []byte, fill bool) ([]byte, error) {
 	p, err := vlog.DecodePointer(raw)
 	if err != nil {
 		return nil, base.Corruptf("value pointer", -1, "%v", err)
 	}
-	v, err := d.vlogR.Read(p)
+	read := d.vlogR.Read
+	if !fill {
+		read = d.vlogR.ReadOwned
+	}
+	v, err := read(p)
 	if err != nil {
 		return nil, d.vlogReadError(p, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/lsmfs/lsmfs/lsm"
 )
@@ -222,4 +223,49 @@ func TestOptionsEffective(t *testing.T) {
 	if m := db.Metrics(); m.PeakMemtableBytes == 0 || m.PeakMemtableBytes < m.MemtableBytes {
 		t.Fatalf("peak memtable %d, current %d", m.PeakMemtableBytes, m.MemtableBytes)
 	}
+}
+
+// TestGetNoCache: GetNoCache reads value-log values right without adding
+// them to the cache, and what it returns is the caller's: changing it
+// changes neither the cache nor a later read.
+func TestGetNoCache(t *testing.T) {
+	db := hotSet(t, 0, 0, 64<<20)
+	defer db.Close()
+	const n = 256
+	buf := make([]byte, 4096)
+	for i := range uint64(n) {
+		fillBlock(buf, 1, 9, i)
+		b := lsm.NewBatch()
+		b.Set(blockKey(9, i), buf)
+		if err := db.Apply(b, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := make([]byte, len(buf))
+	read := func(get func([]byte) ([]byte, error), scribble bool) {
+		t.Helper()
+		for i := range uint64(n) {
+			v, err := get(blockKey(9, i))
+			fillBlock(want, 1, 9, i)
+			if err != nil || string(v) != string(want) {
+				t.Fatalf("block %d: %v", i, err)
+			}
+			if scribble {
+				clear(v)
+			}
+		}
+	}
+	m0 := db.Metrics().Cache
+	read(db.GetNoCache, true)
+	time.Sleep(100 * time.Millisecond) // the cache admits asynchronously
+	if m := db.Metrics().Cache; m.KeysAdded != m0.KeysAdded {
+		t.Fatalf("GetNoCache added %d values to the cache", m.KeysAdded-m0.KeysAdded)
+	}
+	read(db.Get, false)
+	time.Sleep(100 * time.Millisecond)
+	if m := db.Metrics().Cache; m.KeysAdded < m0.KeysAdded+n/2 {
+		t.Fatalf("Get added only %d of %d values to the cache", m.KeysAdded-m0.KeysAdded, n)
+	}
+	read(db.GetNoCache, true) // cache hits now: copies
+	read(db.Get, false)
 }

@@ -75,7 +75,21 @@ func (r *Reader) fileOf(p Pointer) (vfs.File, error) {
 // past the end of its segment or into a missing segment, is an error
 // matching ErrCorrupt.
 func (r *Reader) Read(p Pointer) ([]byte, error) {
+	return r.read(p, true)
+}
+
+// ReadOwned is Read for a value read once: a value read from the file is
+// not put in the cache, and the result is the caller's (a cached value is
+// copied). File data the kernel's page cache keeps is read this way.
+func (r *Reader) ReadOwned(p Pointer) ([]byte, error) {
+	return r.read(p, false)
+}
+
+func (r *Reader) read(p Pointer, fill bool) ([]byte, error) {
 	if b, ok := r.cache.Get(p.Segment|r.ns, p.Offset); ok && len(b) == int(p.Len) {
+		if !fill {
+			return append([]byte(nil), b...), nil
+		}
 		return b, nil
 	}
 	f, err := r.fileOf(p)
@@ -95,7 +109,9 @@ func (r *Reader) Read(p Pointer) ([]byte, error) {
 	if crc32.Checksum(b, castagnoli) != p.CRC {
 		return nil, fmt.Errorf("%w: %s: value checksum mismatch", ErrCorrupt, p)
 	}
-	r.cache.Set(p.Segment|r.ns, p.Offset, b)
+	if fill {
+		r.cache.Set(p.Segment|r.ns, p.Offset, b)
+	}
 	return b, nil
 }
 
