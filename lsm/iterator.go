@@ -47,7 +47,14 @@ type Iterator struct {
 	// registered: the iterator's sequence number is in DB.mu.iterSeqs,
 	// which keeps cleaned value-log segments it may read.
 	registered bool
+	// stepLimit, when > 0, bounds the entries forward moves pass over
+	// (live or not); past it the iterator stops with errStepLimit. steps
+	// counts them. The value-log cleaner's bounded walk sets it.
+	steps, stepLimit int
 }
+
+// errStepLimit stops an iterator that passed its stepLimit.
+var errStepLimit = errors.New("lsm: iterator step limit")
 
 func (it *Iterator) deleted(k base.InternalKey) bool {
 	if k.Kind() == base.KindDelete {
@@ -70,6 +77,11 @@ func (it *Iterator) findNext() bool {
 	m := it.iter
 	it.forward = true
 	for m.Valid() {
+		if it.stepLimit > 0 {
+			if it.steps++; it.steps > it.stepLimit {
+				return it.fail(errStepLimit)
+			}
+		}
 		k := m.Key()
 		if it.upper != nil && bytes.Compare(k.UserKey, it.upper) >= 0 {
 			break

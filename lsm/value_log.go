@@ -597,21 +597,19 @@ func (d *DB) retireSegment(seg uint64) error {
 // over that range finds no pointer into seg. A deleted or rewritten large
 // file leaves such segments, and then costs one seek instead of a read of
 // the whole segment and a lookup per record. The walk gives up (false)
-// after a few keys per expected record, which the scan then does cheaper.
+// after passing a few entries per expected record (other keys, or deleted
+// ones, in the range), which the scan then does cheaper.
 func (d *DB) segmentDead(seg uint64, s *vlogSegment) (bool, error) {
 	if s.keys.Lo == nil {
 		return false, nil
 	}
-	budget := int(s.size/2048) + 64
 	it := d.newIterAt(d.loadReadState(), &IterOptions{
 		LowerBound: s.keys.Lo,
 		UpperBound: append(slices.Clip(s.keys.Hi), 0), // just past Hi
 	}, base.SeqNum(d.visibleSeq.Load()), false)
 	defer it.Close()
+	it.stepLimit = int(s.size/2048) + 64
 	for ok := it.First(); ok; ok = it.Next() {
-		if budget--; budget < 0 {
-			return false, nil
-		}
 		if it.rawKind != base.KindValuePointer {
 			continue
 		}
@@ -619,7 +617,13 @@ func (d *DB) segmentDead(seg uint64, s *vlogSegment) (bool, error) {
 			return false, nil // live, or damage the scan reports
 		}
 	}
-	return it.Error() == nil, it.Error()
+	if err := it.Error(); err != nil {
+		if errors.Is(err, errStepLimit) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
 }
 
 // rewriteLive appends the records whose key still points to them to the

@@ -2,7 +2,9 @@ package lsm_test
 
 import (
 	"errors"
+	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -18,12 +20,30 @@ import (
 func TestCleanDeadSegmentsUnread(t *testing.T) {
 	mem := vfs.NewMem()
 	var vlogRead atomic.Int64
+	var mu sync.Mutex
+	readFiles := map[string]bool{}
 	fs := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
 		if op.Kind == vfs.OpRead && strings.HasSuffix(op.Path, ".vlog") {
 			vlogRead.Add(int64(op.Len))
+			mu.Lock()
+			readFiles[path.Base(op.Path)] = true
+			mu.Unlock()
 		}
 		return nil
 	}))
+	segments := func() map[string]bool {
+		names, err := mem.List("/db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, n := range names {
+			if strings.HasSuffix(n, ".vlog") {
+				m[n] = true
+			}
+		}
+		return m
+	}
 	opts := &lsm.Options{FS: fs, UUID: [16]byte{9}, ValueThreshold: 100, VlogSegmentSize: 64 << 10, VlogCleanThreshold: 0.001}
 	if err := lsm.Format("/db", opts); err != nil {
 		t.Fatal(err)
@@ -143,4 +163,55 @@ func TestCleanDeadSegmentsUnread(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(db, "after reopen", live, nil)
+	db.Close()
+
+	// File 6's blocks are spread (every 11th index) with small values
+	// between them, kept in the tree. Its segment's key range then holds
+	// ten times more keys than records: the walk gives up, and the scan
+	// does the cleaning.
+	if db, err = lsm.Open("/db", opts); err != nil {
+		t.Fatal(err)
+	}
+	for blk := uint64(0); blk < 11*120; blk += 11 {
+		b := lsm.NewBatch()
+		fillBlock(buf, 1, 6, blk)
+		b.Set(blockKey(6, blk), buf)
+		apply(b, false)
+	}
+	write(7, 70) // rolls file 6's segment
+	b = lsm.NewBatch()
+	for blk := range uint64(11 * 120) {
+		if blk%11 != 0 {
+			b.Set(blockKey(6, blk), []byte("small"))
+		}
+	}
+	apply(b, false)
+	b = lsm.NewBatch()
+	for blk := uint64(0); blk < 11*120; blk += 11 {
+		b.Delete(blockKey(6, blk))
+	}
+	apply(b, true)
+	if err := db.Compact(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := segments()
+	clear(readFiles)
+	if n := clean(); n == 0 {
+		t.Fatal("nothing cleaned")
+	}
+	for seg := range before {
+		if !segments()[seg] && !readFiles[seg] {
+			t.Errorf("%s, whose key range holds ten keys per record, was cleaned unread (the walk has no step limit)", seg)
+		}
+	}
+	for _, blk := range []uint64{1, 500, 11*120 - 1} {
+		if v, err := db.Get(blockKey(6, blk)); err != nil || string(v) != "small" {
+			t.Fatalf("small value %d: %q %v", blk, v, err)
+		}
+	}
+	live = nil
+	for blk := range uint64(70) {
+		live = append(live, [2]uint64{7, blk})
+	}
+	check(db, "after the bounded walk", live, [][]byte{blockKey(6, 0), blockKey(6, 110)})
 }
