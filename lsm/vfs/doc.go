@@ -4,9 +4,7 @@
 //
 // Two implementations ship with the package:
 //
-//   - Default, the operating system (os.File, fsync, fdatasync, flock). Its
-//     writable files also take O_DIRECT writes (DirectWriter) through a second
-//     descriptor opened on first use.
+//   - Default, the operating system (os.File, fsync, fdatasync, flock).
 //   - MemFS, an in-memory filesystem with strict durability: file contents become
 //     durable only at File.Sync, and directory entries (create, rename, remove) only
 //     at FS.SyncDir of their directory. CrashClone returns the state a machine would

@@ -18,68 +18,6 @@ type osFS struct{}
 
 type osFile struct {
 	*os.File
-	// direct is the file's second descriptor, opened with O_DIRECT on the
-	// first WriteAtDirect (nil for files opened for reading).
-	direct *directFD
-}
-
-type directFD struct {
-	fd  int // -1 until opened; -2 after opening failed
-	err error
-}
-
-// DirectAlign is the alignment WriteAtDirect needs of its buffer's address,
-// its length and its offset: the page size, a multiple of every logical
-// block size Linux filesystems accept for O_DIRECT.
-const DirectAlign = 4096
-
-// WriteAtDirect writes p at off through a second descriptor opened with
-// O_DIRECT, so the data goes from p to the device without a copy into the
-// page cache. Pages of the range that are cached are written back and
-// dropped by the kernel first, so buffered reads stay coherent. It fails
-// with ErrNoDirect where the filesystem refuses O_DIRECT.
-func (f osFile) WriteAtDirect(p []byte, off int64) (int, error) {
-	d := f.direct
-	if d == nil {
-		return 0, ErrNoDirect
-	}
-	if d.fd == -1 {
-		fd, err := unix.Open(f.Name(), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-		if err != nil {
-			d.fd, d.err = -2, fmt.Errorf("%w: %v", ErrNoDirect, err)
-		} else {
-			d.fd = fd
-		}
-	}
-	if d.fd < 0 {
-		return 0, d.err
-	}
-	n := 0
-	for n < len(p) {
-		k, err := unix.Pwrite(d.fd, p[n:], off+int64(n))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			if err == unix.EINVAL && n == 0 {
-				err = fmt.Errorf("%w: %v", ErrNoDirect, err)
-			}
-			return n, &os.PathError{Op: "write", Path: f.Name(), Err: err}
-		}
-		if k == 0 {
-			return n, io.ErrShortWrite
-		}
-		n += k
-	}
-	return n, nil
-}
-
-func (f osFile) Close() error {
-	if d := f.direct; d != nil && d.fd >= 0 {
-		unix.Close(d.fd)
-		d.fd = -2
-	}
-	return f.File.Close()
 }
 
 func (f osFile) Sync() error {
@@ -120,7 +58,7 @@ func (osFS) Create(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{File: f, direct: &directFD{fd: -1}}, nil
+	return osFile{f}, nil
 }
 
 func (osFS) Open(name string) (File, error) {
@@ -128,7 +66,7 @@ func (osFS) Open(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{File: f}, nil
+	return osFile{f}, nil
 }
 
 func (osFS) OpenReadWrite(name string) (File, error) {
@@ -136,7 +74,7 @@ func (osFS) OpenReadWrite(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{File: f, direct: &directFD{fd: -1}}, nil
+	return osFile{f}, nil
 }
 
 func (osFS) Remove(name string) error             { return os.Remove(name) }
@@ -194,11 +132,6 @@ func (osFS) Usage(dir string) (total, free uint64, err error) {
 	}
 	return st.Blocks * uint64(st.Bsize), st.Bavail * uint64(st.Bsize), nil
 }
-
-// ErrNoDirect is returned by WriteAtDirect where the file cannot be written
-// with O_DIRECT (e.g. tmpfs, or an alignment the filesystem refuses); the
-// caller writes through the page cache instead.
-var ErrNoDirect = errors.New("vfs: O_DIRECT not supported")
 
 // ErrLocked is returned by Lock when another holder has the lock.
 var ErrLocked = errors.New("vfs: locked by another process")

@@ -34,15 +34,6 @@ type WriteBacker interface {
 	StartWriteback(off, n int64) error
 }
 
-// DirectWriter is a File that can write bypassing the page cache
-// (O_DIRECT). p's address, len(p) and off must be multiples of DirectAlign.
-// A writer of long sequential runs uses it to save the copy into the page
-// cache; it falls back to WriteAt on ErrNoDirect. Buffered reads of the
-// range see the data once it returns.
-type DirectWriter interface {
-	WriteAtDirect(p []byte, off int64) (int, error)
-}
-
 // FS is the filesystem the engine lives on.
 type FS interface {
 	// Create creates or truncates the named file for reading and writing,

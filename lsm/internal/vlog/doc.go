@@ -26,13 +26,6 @@
 // they were written) with one read of at most MaxRun bytes, checks each
 // value's CRC, and bypasses the cache (iterator scans use it).
 //
-// Writes: a flush whose page-aligned middle is at least DirectMin bytes (a
-// long sequential file write) sends that middle with O_DIRECT where the file
-// offers it (vfs.DirectWriter), from a page-aligned copy; the unaligned head
-// and tail, and shorter flushes, go through the page cache. A page is never
-// written both ways. Durability is unchanged: Sync (fdatasync) still makes
-// both kinds durable.
-//
 // Concurrency: a Writer has one user at a time (the engine's commit path);
 // reads (Read, ReadRun) and scans use ReadAt and run concurrently with it.
 package vlog

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
@@ -38,10 +37,6 @@ type Writer struct {
 		synced  int64
 		hinted  int64 // writeback started up to here (see writebackEvery)
 		err     error // sticky
-		// scratch is the page-aligned buffer direct writes copy into;
-		// noDirect is set once the file refused O_DIRECT.
-		scratch  []byte
-		noDirect bool
 	}
 }
 
@@ -183,7 +178,7 @@ func (w *Writer) flushLocked() error {
 	if len(w.mu.buf) == 0 {
 		return nil
 	}
-	if err := w.writeLocked(w.mu.buf, w.mu.written); err != nil {
+	if _, err := w.mu.f.WriteAt(w.mu.buf, w.mu.written); err != nil {
 		err = fmt.Errorf("vlog: write %s at %d: %w", FileName(w.mu.seg), w.mu.written, err)
 		if isNoSpace(err) {
 			// Not sticky: the buffered records are dropped (their
@@ -207,67 +202,6 @@ func (w *Writer) flushLocked() error {
 		w.mu.hinted = w.mu.written
 	}
 	return nil
-}
-
-// DirectMin is the shortest page-aligned stretch of a flush that the writer
-// sends with O_DIRECT (when the file supports it): a long sequential write
-// then goes from the writer's buffer to the device instead of being copied
-// into the page cache first, which cost more CPU than the rest of the write
-// path together. Shorter flushes (small files, random writes) stay
-// buffered: a direct write waits for the device.
-const DirectMin = 256 << 10
-
-// directChunk bounds one direct write (and the scratch buffer).
-const directChunk = 1 << 20
-
-// writeLocked writes b at off: the page-aligned middle of a long b with
-// O_DIRECT, the rest (and everything when b is short, or the file refuses
-// O_DIRECT) through the page cache. Each byte is written once, and pages
-// never mix the two (the middle starts and ends on a page boundary).
-func (w *Writer) writeLocked(b []byte, off int64) error {
-	dw, ok := w.mu.f.(vfs.DirectWriter)
-	lo := (off + vfs.DirectAlign - 1) &^ (vfs.DirectAlign - 1)
-	hi := (off + int64(len(b))) &^ (vfs.DirectAlign - 1)
-	if !ok || w.mu.noDirect || hi-lo < DirectMin {
-		_, err := w.mu.f.WriteAt(b, off)
-		return err
-	}
-	if lo > off {
-		if _, err := w.mu.f.WriteAt(b[:lo-off], off); err != nil {
-			return err
-		}
-	}
-	if w.mu.scratch == nil {
-		w.mu.scratch = alignedBuffer(directChunk)
-	}
-	for p := lo; p < hi; {
-		n := copy(w.mu.scratch[:min(hi-p, directChunk)], b[p-off:])
-		if _, err := dw.WriteAtDirect(w.mu.scratch[:n], p); err != nil {
-			if !errors.Is(err, vfs.ErrNoDirect) {
-				return err
-			}
-			w.mu.noDirect = true
-			_, err := w.mu.f.WriteAt(b[p-off:], p)
-			return err
-		}
-		p += int64(n)
-	}
-	if end := off + int64(len(b)); end > hi {
-		if _, err := w.mu.f.WriteAt(b[hi-off:], hi); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// alignedBuffer returns n bytes starting on a vfs.DirectAlign boundary.
-func alignedBuffer(n int) []byte {
-	b := make([]byte, n+vfs.DirectAlign)
-	a := int(uintptr(unsafe.Pointer(&b[0])) & (vfs.DirectAlign - 1))
-	if a != 0 {
-		a = vfs.DirectAlign - a
-	}
-	return b[a : a+n : a+n]
 }
 
 func (w *Writer) syncLocked() error {
