@@ -600,7 +600,7 @@ func (d *DB) retireSegment(seg uint64) error {
 // after passing a few entries per expected record (other keys, or deleted
 // ones, in the range), which the scan then does cheaper.
 func (d *DB) segmentDead(seg uint64, s *vlogSegment) (bool, error) {
-	if s.keys.Lo == nil {
+	if s.keys.Empty() {
 		return false, nil
 	}
 	it := d.newIterAt(d.loadReadState(), &IterOptions{

@@ -90,6 +90,44 @@ func TestWriteReadScan(t *testing.T) {
 	}
 }
 
+// TestKeyRange: a sealed segment's key range covers every record's key,
+// the empty key included; a segment of no record has an empty range.
+func TestKeyRange(t *testing.T) {
+	fs := vfs.NewMem()
+	var ranges []KeyRange
+	if err := fs.MkdirAll("/d"); err != nil {
+		t.Fatal(err)
+	}
+	next := uint64(0)
+	w, err := NewWriter(fs, "/d", 64<<10, func() uint64 { next++; return next }, func(_ uint64, _ int64, r KeyRange) { ranges = append(ranges, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"", "m", "z", "b"} {
+		if _, err := w.Append([]byte(k), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Append([]byte("q"), make([]byte, 70<<10)); err != nil { // rolls
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ranges) != 2 {
+		t.Fatalf("%d segments sealed, want 2", len(ranges))
+	}
+	if r := ranges[0]; r.Empty() || string(r.Lo) != "" || string(r.Hi) != "z" {
+		t.Fatalf("first segment: range %+v, want [\"\", \"z\"]", r)
+	}
+	if r := ranges[1]; r.Empty() || string(r.Lo) != "q" || string(r.Hi) != "q" {
+		t.Fatalf("second segment: range %+v, want [q, q]", r)
+	}
+	if !(KeyRange{}).Empty() {
+		t.Fatal("the zero range is not empty")
+	}
+}
+
 func TestCorruptValue(t *testing.T) {
 	fs := vfs.NewMem()
 	w, _ := newTestWriter(t, fs, 1<<20)

@@ -41,19 +41,25 @@ type Writer struct {
 }
 
 // KeyRange bounds the keys of a segment's records: Lo and Hi are the
-// smallest and the largest (both nil when it has none). A range may be wider
-// than the records (records of a failed batch are counted), never narrower.
+// smallest and the largest, unless Empty (no record, or not known). A range
+// may be wider than the records (records of a failed batch are counted),
+// never narrower.
 type KeyRange struct {
 	Lo, Hi []byte
+	any    bool // a key was added (Lo and Hi may be nil: the empty key)
 }
 
+// Empty reports a range of no keys.
+func (r KeyRange) Empty() bool { return !r.any }
+
 func (r *KeyRange) add(key []byte) {
-	if r.Lo == nil || bytes.Compare(key, r.Lo) < 0 {
+	if !r.any || bytes.Compare(key, r.Lo) < 0 {
 		r.Lo = append(r.Lo[:0], key...)
 	}
-	if r.Hi == nil || bytes.Compare(key, r.Hi) > 0 {
+	if !r.any || bytes.Compare(key, r.Hi) > 0 {
 		r.Hi = append(r.Hi[:0], key...)
 	}
+	r.any = true
 }
 
 // NewWriter starts a new segment in dir. onSeal is told each segment it
