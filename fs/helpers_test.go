@@ -253,7 +253,9 @@ func (e *env) mustWrite(ino, fh, off uint64, data []byte) {
 
 func (e *env) read(ino, fh, off uint64, size int) ([]byte, syscall.Errno) {
 	in := fuse.ReadIn{InHeader: e.hdr(ino), Fh: fh, Offset: off, Size: uint32(size)}
-	buf := make([]byte, size)
+	// go-fuse hands Read a reused buffer: stale bytes must not show
+	// through holes or past short blocks.
+	buf := bytes.Repeat([]byte{0xa5}, size)
 	res, st := e.raw.Read(nil, &in, buf)
 	if st != fuse.OK {
 		return nil, errno(st)

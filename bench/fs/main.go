@@ -276,6 +276,7 @@ func mainTable(st *starter, e *env, systems []string, rounds int, only map[strin
 		}
 	}
 	printMain(e, systems, results, rss)
+	printSerialBound(systems, results)
 	if *flagBreakdown {
 		printRequests(e, systems, results, last)
 	}
@@ -433,6 +434,44 @@ func printMain(e *env, systems []string, results map[string]map[string][]stepRes
 		} else {
 			fmt.Printf(" %.2f |", med[sysLsmfs]/med[o])
 		}
+	}
+	fmt.Printf("\n\n")
+}
+
+// printSerialBound prints the most a filesystem that serves its data from
+// its daemon can reach on the one-reader O_DIRECT random read row, and lsmfs
+// against it. Each read waits for one FUSE round trip (the ceiling's read,
+// which touches no device) and then one device read (ext4's O_DIRECT read,
+// which costs no round trip), so at best 1 ÷ (1/ceiling + 1/ext4) reads a
+// second. A passthrough that sends no READ (the kernel's FUSE passthrough
+// reads the backing file itself) is not bound by it.
+func printSerialBound(systems []string, results map[string]map[string][]stepResult) {
+	const key = "randread"
+	for _, s := range []string{sysCeiling, sysExt4, sysLsmfs} {
+		if !slices.Contains(systems, s) {
+			return
+		}
+	}
+	ceil, _, ok1 := cell(results[sysCeiling][key])
+	ext4, _, ok2 := cell(results[sysExt4][key])
+	ls, _, ok3 := cell(results[sysLsmfs][key])
+	if !ok1 || !ok2 || !ok3 || ceil == 0 || ext4 == 0 {
+		return
+	}
+	bound := 1 / (1/ceil + 1/ext4)
+	fmt.Printf("Serial bound of the O_DIRECT random read row: each read of a filesystem whose daemon serves the data waits for a FUSE round trip and then a device read, so it reaches at most 1 ÷ (1/ceiling + 1/ext4) = **%s IOPS**; lsmfs reached %.2f of it.", fmtVal(bound, false), ls/bound)
+	if pt, _, ok := cell(results[sysPassthrough][key]); ok && pt > 0 {
+		var reqs []float64
+		for _, r := range results[sysPassthrough][key] {
+			if r.ops > 0 {
+				reqs = append(reqs, float64(r.reqs.total())/float64(r.ops))
+			}
+		}
+		fmt.Printf(" The passthrough (%s IOPS, %.2f FUSE requests per read) is %.2f× that bound", fmtVal(pt, false), median(reqs), pt/bound)
+		if median(reqs) < 0.5 {
+			fmt.Printf(": its reads go from the kernel to the backing file (FUSE passthrough) without its daemon")
+		}
+		fmt.Printf(".")
 	}
 	fmt.Printf("\n\n")
 }
