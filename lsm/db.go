@@ -114,6 +114,11 @@ type DB struct {
 	// opened is set once Open has finished.
 	opened  atomic.Bool
 	metrics dbMetrics
+
+	// testHookNewIter, set by tests only, runs in NewIter between the
+	// registration of the iterator's sequence number and the loading of
+	// its read state.
+	testHookNewIter func()
 }
 
 // readState is what a reader needs: the memtables (newest first) and the
@@ -591,18 +596,31 @@ func (d *DB) resolveValue(k base.InternalKey, v []byte) ([]byte, error) {
 
 // NewIter returns an iterator over the current state.
 func (d *DB) NewIter(o *IterOptions) *Iterator {
-	// The read state before the sequence number (see getCurrent); and the
-	// sequence number registered, in the same critical section that reads
-	// it, so the value-log cleaner keeps what the iterator may read.
-	rs := d.loadReadState()
 	if d.vlogR == nil {
+		// The read state before the sequence number (see getCurrent).
+		rs := d.loadReadState()
 		return d.newIterAt(rs, o, d.visibleSeq.Load(), false)
 	}
+	// With a value log, a sequence number reg is registered first, so the
+	// cleaner keeps every segment it retires after reg. The read state,
+	// loaded after, holds every batch up to reg, and the iterator reads at
+	// a sequence number loaded after it: a segment retired at or before
+	// reg (its pointers replaced or deleted by then) is one the iterator
+	// no longer points into. Loading the read state first left a window in
+	// which a rotation, a delete and a whole cleaning pass could retire
+	// segments that the older read state still pointed into, and Value
+	// failed with errSegmentGone.
 	d.mu.Lock()
-	snap := d.visibleSeq.Load()
-	d.mu.iterSeqs[snap]++
+	reg := d.visibleSeq.Load()
+	d.mu.iterSeqs[reg]++
 	d.mu.Unlock()
-	return d.newIterAt(rs, o, snap, true)
+	if h := d.testHookNewIter; h != nil {
+		h()
+	}
+	rs := d.loadReadState()
+	it := d.newIterAt(rs, o, d.visibleSeq.Load(), true)
+	it.regSeq = reg
+	return it
 }
 
 // newIterAt returns an iterator over rs (whose reference it takes over) at
@@ -611,7 +629,7 @@ func (d *DB) newIterAt(rs *readState, o *IterOptions, snap base.SeqNum, register
 	if o == nil {
 		o = &IterOptions{}
 	}
-	it := &Iterator{db: d, rs: rs, snap: snap, lower: o.LowerBound, upper: o.UpperBound, registered: registered}
+	it := &Iterator{db: d, rs: rs, snap: snap, regSeq: snap, lower: o.LowerBound, upper: o.UpperBound, registered: registered}
 	if rs.version == nil {
 		it.err = ErrClosed
 		it.iter = newMergingIter(nil)

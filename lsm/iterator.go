@@ -44,9 +44,11 @@ type Iterator struct {
 	forward bool
 	err     error
 	closed  bool
-	// registered: the iterator's sequence number is in DB.mu.iterSeqs,
-	// which keeps cleaned value-log segments it may read.
+	// registered: regSeq (snap, or below it for DB.NewIter) is in
+	// DB.mu.iterSeqs, which keeps cleaned value-log segments the iterator
+	// may read.
 	registered bool
+	regSeq     base.SeqNum
 	// stepLimit, when > 0, bounds the entries forward moves pass over
 	// (live or not); past it the iterator stops with errStepLimit. steps
 	// counts them. The value-log cleaner's bounded walk sets it.
@@ -379,8 +381,8 @@ func (it *Iterator) Close() error {
 	if it.registered {
 		d := it.db
 		d.mu.Lock()
-		if d.mu.iterSeqs[it.snap]--; d.mu.iterSeqs[it.snap] <= 0 {
-			delete(d.mu.iterSeqs, it.snap)
+		if d.mu.iterSeqs[it.regSeq]--; d.mu.iterSeqs[it.regSeq] <= 0 {
+			delete(d.mu.iterSeqs, it.regSeq)
 		}
 		d.mu.Unlock()
 	}
