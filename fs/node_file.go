@@ -55,9 +55,9 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 		if err := f.writable(); err != nil {
 			return nil, err
 		}
-		if oi := f.open.get(ino); oi != nil {
+		oi := f.open.get(ino)
+		if oi != nil {
 			kill = kill || oi.wb.kill
-			f.discard(&oi.wb) // the data it holds is cut off
 		}
 		b := lsm.NewBatch()
 		if err := f.truncate(b, ino, &n, 0); err != nil {
@@ -70,7 +70,10 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 		}
 		putInode(b, ino, &n)
 		if err := f.db.Apply(b, false); err != nil {
-			return nil, err
+			return nil, err // other handles' buffered writes stay
+		}
+		if oi != nil {
+			f.discard(&oi.wb) // the data it held is cut off
 		}
 	}
 	return f.open.acquire(ino), nil
@@ -202,20 +205,8 @@ func (f *FS) write(h *handle, in *fuse.WriteIn, data [][]byte) (uint32, error) {
 		in.WriteFlags&fuse.WRITE_CACHE == 0 && in.Caller.Uid != 0
 	lk := f.locks.lock(h.ino)
 	defer lk.unlock()
-	off := in.Offset
-	for _, d := range data {
-		if len(d) == 0 {
-			continue
-		}
-		if err := f.bufferWrite(h.oi, off, d, kill); err != nil {
-			return 0, err
-		}
-		off += uint64(len(d))
-	}
-	if h.oi.wb.bytes >= f.opts.WriteBufferSize || h.syncWrites() {
-		if err := f.flushLocked(h.oi, h.syncWrites()); err != nil {
-			return 0, err
-		}
+	if err := f.writeLocked(h.oi, in.Offset, data, kill, h.syncWrites()); err != nil {
+		return 0, err
 	}
 	return uint32(total), nil
 }
@@ -262,20 +253,22 @@ func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 func (f *FS) releaseInode(oi *openInode) error {
 	lk := f.locks.lock(oi.ino)
 	defer lk.unlock()
-	if !f.open.release(oi) {
+	if oi.opens > 1 {
+		f.open.release(oi)
 		return nil // other handles share the buffer
 	}
+	// The last handle: the buffer is written while the inode is still in
+	// the open table, so a stat that finds it gone (and reads the record
+	// without the lock) finds the record written.
 	n, err := f.getInode(oi.ino)
-	if err != nil {
-		f.discard(&oi.wb)
+	if err == nil && n.Nlink > 0 {
+		err = f.flushLocked(oi, false)
+	}
+	f.open.release(oi)
+	f.discard(&oi.wb) // after a failed flush: no handle is left to retry it
+	if err != nil || n.Nlink > 0 {
 		return err
 	}
-	if n.Nlink > 0 {
-		err := f.flushLocked(oi, false)
-		f.discard(&oi.wb) // after a failed flush: no handle is left to retry it
-		return err
-	}
-	f.discard(&oi.wb)
 	if f.opts.ReadOnly {
 		return nil // reclaimed at the next writable New
 	}
@@ -530,10 +523,7 @@ func (f *FS) copyFileRange(in *fuse.CopyFileRangeIn) (uint32, error) {
 		h := f.locks.lock(src.ino, dst.ino)
 		n, err := f.readAt(src.ino, src.oi, in.OffIn+done, chunk)
 		if err == nil && n > 0 {
-			err = f.bufferWrite(dst.oi, in.OffOut+done, chunk[:n], in.Caller.Uid != 0)
-			if err == nil && dst.oi.wb.bytes >= f.opts.WriteBufferSize {
-				err = f.flushLocked(dst.oi, false)
-			}
+			err = f.writeLocked(dst.oi, in.OffOut+done, [][]byte{chunk[:n]}, in.Caller.Uid != 0, false)
 		}
 		h.unlock()
 		if err != nil {

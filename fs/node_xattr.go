@@ -122,6 +122,13 @@ func (f *FS) setXattr(ino uint64, name string, value []byte, flags, extFlags uin
 	}
 	h := f.locks.lock(ino)
 	defer h.unlock()
+	if oi := f.open.get(ino); oi != nil && name == xattrCapability {
+		// The flush of earlier writes removes capabilities (killPrivs):
+		// it must not remove one set after them.
+		if err := f.flushLocked(oi, false); err != nil {
+			return err
+		}
+	}
 	n, err := f.getInode(ino)
 	if err != nil {
 		return err

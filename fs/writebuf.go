@@ -127,9 +127,60 @@ func (f *FS) openInodeRecord(ino uint64) (inode, error) {
 	return n, err
 }
 
-// bufferWrite copies data to offset off of oi's file into its write buffer.
-// oi's lock is held exclusively.
-func (f *FS) bufferWrite(oi *openInode, off uint64, data []byte, kill bool) error {
+// writeLocked applies one write(2) (or copy_file_range chunk): data,
+// contiguous slices, at offset off of oi's file. It is all or nothing: on
+// error none of it is buffered or stored, so a write that fails has no
+// effect (a retried O_APPEND record is not written twice). An earlier
+// buffer that this write would push past WriteBufferSize, or any earlier
+// buffer before a synchronous write, is flushed first; a flush after
+// buffering (sync, or a write larger than the buffer) then holds only this
+// write's bytes, and its failure discards them. oi's lock is held
+// exclusively.
+func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bool) error {
+	var total uint64
+	for _, d := range data {
+		total += uint64(len(d))
+	}
+	if total == 0 {
+		return nil
+	}
+	wb := &oi.wb
+	if wb.dirty() && (sync || wb.bytes+f.newBlockBytes(wb, off, total) > f.opts.WriteBufferSize) {
+		if err := f.flushLocked(oi, false); err != nil {
+			return err
+		}
+	}
+	if err := f.bufferWrite(oi, off, data, kill); err != nil {
+		return err
+	}
+	if sync || wb.bytes > f.opts.WriteBufferSize {
+		if err := f.flushLocked(oi, sync); err != nil {
+			f.discard(wb)
+			return err
+		}
+	}
+	return nil
+}
+
+// newBlockBytes is the buffer memory a write of n bytes at off adds: the
+// blocks it touches that wb does not hold yet.
+func (f *FS) newBlockBytes(wb *writeBuffer, off, n uint64) int {
+	bs := uint64(f.bs)
+	added := 0
+	for idx := off / bs; idx <= (off+n-1)/bs; idx++ {
+		if wb.blocks[idx] == nil {
+			added += f.bs
+		}
+	}
+	return added
+}
+
+// bufferWrite copies data, contiguous slices, to offset off of oi's file
+// into its write buffer. Everything that can fail (reading the inode, or
+// the stored bytes of a block whose spans are at maxSpans) happens before
+// the first byte is copied: on error the buffer holds the same bytes as
+// before. oi's lock is held exclusively.
+func (f *FS) bufferWrite(oi *openInode, off uint64, data [][]byte, kill bool) error {
 	wb := &oi.wb
 	if !wb.dirty() {
 		n, err := f.openInodeRecord(oi.ino)
@@ -141,6 +192,39 @@ func (f *FS) bufferWrite(oi *openInode, off uint64, data []byte, kill bool) erro
 			wb.blocks = map[uint64]*dirtyBlock{}
 		}
 	}
+	bs := uint64(f.bs)
+	end := off
+	for _, d := range data {
+		end += uint64(len(d))
+	}
+	if end == off {
+		return nil
+	}
+	// A write adds at most one span to a block: a block at maxSpans gets
+	// its stored bytes now, so that none is left with more.
+	var full []*dirtyBlock
+	var fullIdx []uint64
+	for _, idx := range []uint64{off / bs, (end - 1) / bs} { // only the ends can be partial
+		if db := wb.blocks[idx]; db != nil && db.needBase && len(db.spans) >= maxSpans && !slices.Contains(fullIdx, idx) {
+			full, fullIdx = append(full, db), append(fullIdx, idx)
+		}
+	}
+	if err := f.resolveBases(oi.ino, full, fullIdx); err != nil {
+		return err
+	}
+	pos := off
+	for _, d := range data {
+		f.copyIn(wb, pos, d)
+		pos += uint64(len(d))
+	}
+	wb.size = max(wb.size, end)
+	wb.mtime = f.now()
+	wb.kill = wb.kill || kill
+	return nil
+}
+
+// copyIn copies data to offset off into wb's blocks; it cannot fail.
+func (f *FS) copyIn(wb *writeBuffer, off uint64, data []byte) {
 	bs := uint64(f.bs)
 	end := off + uint64(len(data))
 	for pos := off; pos < end; {
@@ -166,18 +250,10 @@ func (f *FS) bufferWrite(oi *openInode, off uint64, data []byte, kill bool) erro
 			db.addSpan(int(in), int(in+n))
 			if sp := db.spans[0]; sp.lo == 0 && sp.hi == f.bs {
 				db.needBase, db.spans = false, nil // all of it written
-			} else if len(db.spans) > maxSpans {
-				if err := f.resolveBases(oi.ino, []*dirtyBlock{db}, []uint64{idx}); err != nil {
-					return err
-				}
 			}
 		}
 		pos += n
 	}
-	wb.size = max(wb.size, end)
-	wb.mtime = f.now()
-	wb.kill = wb.kill || kill
-	return nil
 }
 
 // flushLocked writes oi's dirty blocks and the inode's new attributes in one
