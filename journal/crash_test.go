@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -396,5 +397,68 @@ func TestCrashTornMem(t *testing.T) {
 	t.Logf("%d crash images (%d with a torn tail); %v", crashes, torn, s)
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCheckpointAheadOfUnplacedFrame: Checkpoint(L) runs while the committer
+// holds frame P (lsn 1) taken but not yet placed (inside BeforeForce, the
+// engine's value-log sync) and L=3 is in the pending frame Q, so the
+// checkpoint names P's slot with lsn 3. A crash after P is forced and before
+// Q is written leaves P on disk, and the next run hands out lsn 4: its
+// acknowledged frame R follows P. A second crash must recover R (recovery
+// rejected "first lsn 4 does not follow lsn 1" as corruption).
+func TestCheckpointAheadOfUnplacedFrame(t *testing.T) {
+	d := formatMem(t, 1<<20)
+	var calls atomic.Int32
+	entered := make(chan struct{}, 8)
+	gate1, gate2 := make(chan struct{}), make(chan struct{})
+	j := mustOpen(t, d, journal.Options{
+		CommitInterval: time.Hour,
+		BeforeForce: func() error {
+			n := calls.Add(1)
+			entered <- struct{}{}
+			if n == 1 {
+				<-gate1
+			} else {
+				<-gate2
+			}
+			return nil
+		},
+	})
+	c1, err := j.Enqueue(recs("p1"), true) // frame P, lsn 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered // P taken, not placed
+	// Frame Q, lsns 2-3.
+	if _, err := j.Enqueue(recs("q2", "q3"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Checkpoint(3); err != nil { // lsns <= 3 are in tables
+		t.Fatal(err)
+	}
+	close(gate1)
+	if err := c1.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	img := d.CrashClone() // P durable, Q never written
+	close(gate2)
+	j.Close()
+
+	j2 := mustOpen(t, img, journal.Options{})
+	lsn, err := j2.Append(recs("r4"), true) // acknowledged
+	if err != nil {
+		t.Fatal(err)
+	}
+	img2 := img.CrashClone()
+	j2.Close()
+
+	j3, err := journal.Open(img2, journal.Options{UUID: uuidA})
+	if err != nil {
+		t.Fatalf("open after the second crash: %v", err)
+	}
+	defer j3.Close()
+	if got := replayAll(t, j3, 0); len(got) != 1 || got[0].lsn != lsn {
+		t.Fatalf("replayed %v, want only the acknowledged lsn %d", got, lsn)
 	}
 }

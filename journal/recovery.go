@@ -123,11 +123,13 @@ func (j *Journal) recover(sb superblock) error {
 	var badErr error
 	for {
 		// The frame must hold the lsn after the previous frame's, or the
-		// first not checkpointed.
-		wantLSN := sb.ckpt.lsn + 1
-		if prevLast != 0 {
-			wantLSN = prevLast + 1
-		}
+		// first not checkpointed. Both, when the checkpoint is ahead of
+		// the previous frame: Checkpoint can name the slot of a frame the
+		// committer holds but has not placed yet with an lsn in a later
+		// frame; a crash that keeps the first and loses the later leaves
+		// a log that continues at the checkpoint lsn + 1 after it (the
+		// records between are in tables).
+		wantLSN := max(prevLast, sb.ckpt.lsn) + 1
 		h, probe, err := j.readFrame(off, seq, wantLSN, &buf)
 		if probe == probeAbsent && err != nil {
 			return fmt.Errorf("journal: recover frame seq=%d off=%d: %w", seq, off, err)
@@ -163,7 +165,7 @@ func (j *Journal) recover(sb superblock) error {
 		case prevLast == 0 && h.firstLSN > sb.ckpt.lsn+1:
 			return fmt.Errorf("journal: recover frame seq=%d off=%d: %w: first lsn %d leaves a gap after checkpoint lsn %d",
 				seq, at, ErrCorrupt, h.firstLSN, sb.ckpt.lsn)
-		case prevLast != 0 && h.firstLSN != prevLast+1:
+		case prevLast != 0 && h.firstLSN != prevLast+1 && !(prevLast < sb.ckpt.lsn && h.firstLSN == sb.ckpt.lsn+1):
 			return fmt.Errorf("journal: recover frame seq=%d off=%d: %w: first lsn %d does not follow lsn %d",
 				seq, at, ErrCorrupt, h.firstLSN, prevLast)
 		}
