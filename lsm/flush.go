@@ -89,7 +89,7 @@ func (d *DB) flushQueued() error {
 	if d.vlogW != nil {
 		// The tables point into the value log: its bytes must be durable
 		// before the manifest makes the tables part of the tree.
-		if err := d.vlogW.Sync(); err != nil {
+		if err := d.vlogW.SyncWritten(); err != nil {
 			return err
 		}
 	}

@@ -356,7 +356,7 @@ func (d *DB) beforeJournalForce() error {
 	if d.vlogW == nil {
 		return nil
 	}
-	return d.vlogW.Sync()
+	return d.vlogW.SyncWritten()
 }
 
 // onJournalPressure runs when the journal is half full: rotate so a flush

@@ -214,6 +214,10 @@ func (w *Writer) syncLocked() error {
 	if err := w.flushLocked(); err != nil {
 		return err
 	}
+	return w.syncWrittenLocked()
+}
+
+func (w *Writer) syncWrittenLocked() error {
 	if w.mu.synced == w.mu.written {
 		return nil
 	}
@@ -238,6 +242,22 @@ func (w *Writer) Sync() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.syncLocked()
+}
+
+// SyncWritten forces the records written so far, leaving buffered ones to
+// the Flush of the batch that appended them. The journal (before a force)
+// and the flush of a memtable (before its tables join the tree) call it
+// without the commit lock: the batches they cover flushed their records
+// before they were enqueued, and flushing another batch's buffer from
+// here could, on ENOSPC, drop records that batch already holds pointers
+// to. After a failure the error is sticky.
+func (w *Writer) SyncWritten() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.err != nil {
+		return w.mu.err
+	}
+	return w.syncWrittenLocked()
 }
 
 // Discard drops the records appended since the last Flush: their batch
