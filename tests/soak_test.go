@@ -38,6 +38,12 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LSMFS_SOAK=%q: %v", env, err)
 	}
+	// The run, then the unmount, fsck and remount check: a go test
+	// timeout that fires first kills the test binary without its
+	// cleanups, leaving the daemon mounted.
+	if dl, ok := t.Deadline(); ok && time.Until(dl) < dur+5*time.Minute {
+		t.Fatalf("LSMFS_SOAK=%s needs a go test -timeout of at least %s (e.g. -timeout %s)", dur, dur+5*time.Minute, (dur + 20*time.Minute).Round(time.Minute))
+	}
 	seed := testSeed(t)
 	const workers = 16
 	// LSMFS_SOAK_OPTS replaces the mount options, e.g. small memtables and
