@@ -286,12 +286,15 @@ func (f *FS) releaseInode(oi *openInode) error {
 // Fallocate extends a file (mode 0), reserves nothing beyond its size
 // (KEEP_SIZE: lsmfs allocates space when data is written, so both only
 // change the size), punches holes (PUNCH_HOLE) or zeroes ranges
-// (ZERO_RANGE). Zeroed and punched ranges store nothing.
+// (ZERO_RANGE). Zeroed and punched ranges store nothing. Like a write, it
+// removes privileges (file_modified(), as on ext4): the kernel leaves that
+// to lsmfs under KILLPRIV_V2 and sends no flag for it, so an unprivileged
+// caller clears setuid/setgid, and any caller the file's capabilities.
 func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	return f.errno("fallocate", in.NodeId, f.fallocate(in.NodeId, in.Offset, in.Length, in.Mode))
+	return f.errno("fallocate", in.NodeId, f.fallocate(in.NodeId, in.Offset, in.Length, in.Mode, in.Caller.Uid != 0))
 }
 
-func (f *FS) fallocate(ino, off, length uint64, mode uint32) error {
+func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill bool) error {
 	if err := f.writable(); err != nil {
 		return err
 	}
@@ -336,6 +339,9 @@ func (f *FS) fallocate(ino, off, length uint64, mode uint32) error {
 		n.Mtime = now
 	}
 	n.Ctime = now
+	if err := f.killPrivs(b, ino, &n, kill); err != nil {
+		return err
+	}
 	putInode(b, ino, &n)
 	return f.db.Apply(b, false)
 }

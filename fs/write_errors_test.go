@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
@@ -162,4 +164,42 @@ func TestFailedWriteLeavesNoBlockPastSize(t *testing.T) {
 		t.Fatalf("bytes past the old end after extending: %x..., want zeros", got[100:110])
 	}
 	e.check()
+}
+
+// TestFallocateRemovesPrivileges: fallocate removes privileges as a write
+// does (ext4's file_modified): an unprivileged caller clears setuid and
+// setgid (with group execute), root keeps them, and either removes the
+// file's capabilities.
+func TestFallocateRemovesPrivileges(t *testing.T) {
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{BlockSize: bs})
+	ino, fh := e.mustCreate(1, "bin")
+	capv := []byte{1, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	setuid := func() {
+		var in fuse.SetAttrIn
+		in.NodeId, in.Valid, in.Mode = ino, fuse.FATTR_MODE, 0o6755
+		if _, errno := e.setattr(in); errno != 0 {
+			t.Fatal(errno)
+		}
+		if errno := e.setxattr(ino, "security.capability", capv, 0); errno != 0 {
+			t.Fatal(errno)
+		}
+	}
+	setuid()
+	if errno := e.fallocate(ino, fh, 0, 8192, 0); errno != 0 { // root
+		t.Fatal(errno)
+	}
+	if m := e.attr(ino).Mode &^ syscall.S_IFMT; m != 0o6755 {
+		t.Fatalf("mode after root's fallocate: %#o, want 06755", m)
+	}
+	if _, _, errno := e.getxattr(ino, "security.capability", 64); errno != syscall.ENODATA {
+		t.Fatalf("capability after root's fallocate: %v, want ENODATA", errno)
+	}
+	setuid()
+	e.caller = fuse.Caller{Owner: fuse.Owner{Uid: 1000, Gid: 100}}
+	if errno := e.fallocate(ino, fh, 0, 4096, 0x01 /* KEEP_SIZE */); errno != 0 {
+		t.Fatal(errno)
+	}
+	if m := e.attr(ino).Mode &^ syscall.S_IFMT; m != 0o755 {
+		t.Fatalf("mode after an unprivileged fallocate: %#o, want 0755", m)
+	}
 }
