@@ -771,3 +771,29 @@ func TestBeforeForce(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayReadErrorIsNotCorruption: a device that fails a read during
+// Replay gives its error, not ErrCorrupt (fsck tells corruption from an
+// operational failure by it).
+func TestReplayReadErrorIsNotCorruption(t *testing.T) {
+	d := formatMem(t, 256<<10)
+	j := mustOpen(t, d, journal.Options{})
+	if _, err := j.Append(recs("a", "b"), true); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	d = d.reopen()
+	j = mustOpen(t, d, journal.Options{})
+	defer j.Close()
+	d.setFault(func(op string, off int64, n int) error {
+		if op == "read" {
+			return syscall.EIO
+		}
+		return nil
+	})
+	err := j.Replay(0, func(uint64, []byte) error { return nil })
+	d.setFault(nil)
+	if !errors.Is(err, syscall.EIO) || errors.Is(err, journal.ErrCorrupt) {
+		t.Fatalf("replay with a failing read: %v, want EIO and not ErrCorrupt", err)
+	}
+}

@@ -50,6 +50,11 @@ func (d *memDevice) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("memdevice: negative offset")
 	}
+	if d.fault != nil {
+		if err := d.fault("read", off, len(p)); err != nil {
+			return 0, err
+		}
+	}
 	if off >= int64(len(d.data)) {
 		return 0, io.EOF
 	}

@@ -301,6 +301,9 @@ func (j *Journal) Replay(from uint64, fn func(lsn uint64, rec []byte) error) err
 	var buf, scratch []byte
 	for _, m := range frames {
 		h, probe, err := j.readFrame(m.off, m.seq, 0, &buf)
+		if probe == probeAbsent && err != nil { // the device failed the read
+			return fmt.Errorf("journal: replay frame seq=%d off=%d: %w", m.seq, m.off, err)
+		}
 		if probe != probeValid {
 			if err == nil {
 				err = errors.New("frame no longer there")

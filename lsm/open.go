@@ -292,10 +292,20 @@ func (d *DB) openJournal() error {
 	})
 	if err != nil {
 		dev.Close()
-		return fmt.Errorf("open journal %s: %w", path, err)
+		return fmt.Errorf("open journal %s: %w", path, journalError(err))
 	}
 	d.wal = j
 	return nil
+}
+
+// journalError makes a damaged journal an ErrCorrupt of the engine too, so
+// that callers (fsck) tell corruption from operational failures by one
+// error.
+func journalError(err error) error {
+	if errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
 }
 
 // replay applies the journal's records that the tables do not hold.
@@ -334,7 +344,7 @@ func (d *DB) replay() error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return journalError(err)
 	}
 	d.commit.lastSeq = lastSeq
 	d.visibleSeq.Store(lastSeq)

@@ -2,8 +2,12 @@ package lsm
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
 	"testing"
 
+	"github.com/lsmfs/lsmfs/journal"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
@@ -87,4 +91,16 @@ func TestNewIterRacingCleaner(t *testing.T) {
 		t.Fatalf("after Close: %d segments kept for readers, %d reader sequence numbers registered", zombies, readers)
 	}
 	t.Logf("%d segments retired while the iterator opened", cleaned)
+}
+
+// TestJournalErrorIsCorrupt: a damaged journal is the engine's ErrCorrupt
+// too (fsck's exit code depends on it); other journal errors are not.
+func TestJournalErrorIsCorrupt(t *testing.T) {
+	damaged := fmt.Errorf("journal: recover frame seq=3 off=4096: %w: bad checksum", journal.ErrCorrupt)
+	if err := journalError(damaged); !errors.Is(err, ErrCorrupt) || !errors.Is(err, journal.ErrCorrupt) {
+		t.Fatalf("journalError(%v) = %v, want both ErrCorrupt", damaged, err)
+	}
+	if err := journalError(syscall.EIO); errors.Is(err, ErrCorrupt) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("journalError(EIO) = %v", err)
+	}
 }
