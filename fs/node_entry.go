@@ -454,6 +454,10 @@ func (f *FS) rename(op uint64, oldName string, np uint64, newName string, flags 
 			continue
 		}
 		dst2, err := f.getDentry(np, newName)
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			h.unlock()
+			return err // not "no target": a target it cannot read
+		}
 		if (err == nil) != dstExists || dst2 != dst {
 			h.unlock()
 			continue
