@@ -290,9 +290,9 @@ func (d *DB) runCompaction(c *compaction) error {
 	}
 	d.mu.Unlock()
 	if err != nil {
-		for _, f := range outputs {
-			d.opts.FS.Remove(d.tablePath(f.FileNum))
-		}
+		// The outputs stay: a manifest append whose sync failed may still
+		// name them (its record can be in the file, and reach the disk),
+		// and Open removes the tables the manifest does not name.
 		return err
 	}
 	d.metrics.compactions.Add(1)

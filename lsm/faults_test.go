@@ -564,3 +564,86 @@ func TestJournalFullNoSpace(t *testing.T) {
 		}
 	}
 }
+
+// twoTableDB formats and opens a DB on an ErrorFS over mem with two L0
+// tables and no automatic compaction.
+func twoTableDB(t *testing.T, style lsm.CompactionStyle) (*vfs.MemFS, *vfs.ErrorFS, *lsm.Options, *lsm.DB, model) {
+	t.Helper()
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem, nil)
+	o := faultOptions(efs)
+	o.Compaction = style
+	o.L0CompactionTrigger = 100
+	o.L0StopWritesTrigger = 200
+	o.ValueThreshold = 1 << 20 // keep values inline
+	if err := lsm.Format("/db", o); err != nil {
+		t.Fatal(err)
+	}
+	db := openFault(t, efs, o)
+	want := model{}
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 200; i++ {
+			k, v := fmt.Sprintf("k%04d", i), fmt.Sprintf("v%d-%s", round, strings.Repeat("x", 50))
+			if err := put(db, k, v, false); err != nil {
+				t.Fatal(err)
+			}
+			want[k] = v
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mem, efs, o, db, want
+}
+
+// TestCompactionManifestSyncFailureKeepsTables: a compaction whose manifest
+// append is written but whose fsync fails keeps its output tables: the edit
+// naming them is in the manifest file, and a reopen without a power loss
+// (the page stays in the page cache after a failed fsync on Linux) reads
+// it. Removing them made that reopen fail: "table named by the manifest is
+// missing".
+func TestCompactionManifestSyncFailureKeepsTables(t *testing.T) {
+	mem, efs, o, db, want := twoTableDB(t, lsm.CompactionLeveled)
+	efs.SetInjector(vfs.OnIndex(0, vfs.EIO, vfs.And(vfs.Kinds(vfs.OpSync), vfs.PathContains("MANIFEST"))))
+	err := db.Compact(nil, nil)
+	t.Logf("Compact: %v", err)
+	if !errors.Is(err, lsm.ErrFailed) {
+		t.Fatalf("Compact = %v, want ErrFailed", err)
+	}
+	efs.SetInjector(nil)
+	db.Close()
+
+	o2 := faultOptions(mem)
+	o2.ValueThreshold = o.ValueThreshold
+	db2, err := lsm.Open("/db", o2)
+	if err != nil {
+		t.Fatalf("reopen after a failed manifest fsync (no crash): %v", err)
+	}
+	defer db2.Close()
+	if got := scanAll(t, db2); !sameState(got, want) {
+		t.Fatalf("after reopen: %s", diffStates(got, want))
+	}
+}
+
+// TestCompactNoSpaceIsNotFatal: an ENOSPC met by Compact (which the space
+// reclaimer calls when the device is full) returns ErrNoSpace and leaves
+// the engine writable, under both compaction styles (the tiered style
+// failed the engine).
+func TestCompactNoSpaceIsNotFatal(t *testing.T) {
+	for _, style := range []lsm.CompactionStyle{lsm.CompactionLeveled, lsm.CompactionTiered} {
+		t.Run(string(style), func(t *testing.T) {
+			_, efs, _, db, _ := twoTableDB(t, style)
+			defer db.Close()
+			efs.SetInjector(vfs.OnIndex(0, vfs.ENOSPC, vfs.And(vfs.Kinds(vfs.OpWrite), vfs.PathContains(".sst"))))
+			err := db.Compact(nil, nil)
+			t.Logf("Compact: %v", err)
+			efs.SetInjector(nil)
+			if !errors.Is(err, lsm.ErrNoSpace) || errors.Is(err, lsm.ErrFailed) {
+				t.Errorf("Compact = %v, want ErrNoSpace", err)
+			}
+			if err := put(db, "after", "x", true); err != nil {
+				t.Fatalf("write after ENOSPC in Compact: %v", err)
+			}
+		})
+	}
+}

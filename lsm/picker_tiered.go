@@ -143,9 +143,13 @@ func (d *DB) compactAllRunsLocked() error {
 	d.mu.Lock()
 	d.finishCompactionLocked(c)
 	if err != nil {
+		if isRetryable(err) { // out of space: not fatal, as in the leveled style
+			return fmt.Errorf("compaction %s: %w", c, noSpace(err))
+		}
 		d.mu.Unlock()
 		d.setBackgroundError(fmt.Errorf("compaction %s: %w", c, err))
 		d.mu.Lock()
+		return d.failure(err)
 	}
-	return err
+	return nil
 }
