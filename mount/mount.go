@@ -94,6 +94,13 @@ func Mount(ctx context.Context, dataDir, mountpoint string, cfg Config, logger *
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("mount point %s is not a directory", mountpoint)
 	}
+	for what, p := range map[string]string{"data directory": dataDir, "journal": cfg.Journal} {
+		if p != "" && within(p, mountpoint) {
+			// The daemon would reach its own files through its own
+			// mount and wait on itself.
+			return nil, fmt.Errorf("%s %s is inside the mount point %s", what, p, mountpoint)
+		}
+	}
 
 	// Listen for metrics first: a taken address fails the mount before
 	// anything is opened.
@@ -185,6 +192,32 @@ func Mount(ctx context.Context, dataDir, mountpoint string, cfg Config, logger *
 
 // openOrFormat opens the engine in dataDir, formatting an empty or missing
 // dataDir with the defaults first.
+// within reports whether path p is dir or below it, after resolving the
+// symbolic links of the part of p that exists.
+func within(p, dir string) bool {
+	resolve := func(p string) string {
+		p, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		// Resolve the longest existing prefix; keep the rest as it is.
+		var rest []string
+		for {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				return filepath.Join(append([]string{r}, rest...)...)
+			}
+			parent := filepath.Dir(p)
+			if parent == p {
+				return filepath.Join(append([]string{p}, rest...)...)
+			}
+			rest = append([]string{filepath.Base(p)}, rest...)
+			p = parent
+		}
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(p))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, error) {
 	engineOpts := cfg.EngineOptions(logger.With("component", "lsm"))
 	empty, err := IsEmptyDir(dataDir)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -58,6 +59,56 @@ func TestDaemon(t *testing.T) {
 		if b, err := os.ReadFile(f.path("unsynced")); err != nil || !bytes.Equal(b, data) {
 			t.Errorf("unsynced data after SIGTERM and remount: %d bytes, %v; want %d bytes", len(b), err, len(data))
 		}
+	})
+
+	t.Run("sighup-foreground-unmounts", func(t *testing.T) {
+		// A daemon run in the foreground whose terminal goes away (SIGHUP)
+		// unmounts cleanly, as for SIGTERM; it used to die without writing
+		// its buffers.
+		f := newFS(t, fsOptions{})
+		f.unmount()
+		cmd := exec.Command(lsmfsBin, "mount", "--foreground", "-o", f.options(""), f.dataDir, f.mnt)
+		must(t, cmd.Start())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-exited
+		})
+		for deadline := time.Now().Add(exitTimeout); mountType(f.mnt) != "fuse.lsmfs"; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the foreground daemon did not mount %s:%s", f.mnt, f.logTail())
+			}
+		}
+		data := content(6, 1<<20)
+		must(t, os.WriteFile(f.path("closed"), data, 0o644)) // closed, not synced
+		must(t, cmd.Process.Signal(syscall.SIGHUP))
+		if err := waitUnmounted(f.mnt, exitTimeout); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			if err != nil {
+				t.Errorf("the foreground daemon after SIGHUP: %v%s", err, f.logTail())
+			}
+		case <-time.After(exitTimeout):
+			t.Fatalf("the foreground daemon did not exit after SIGHUP%s", f.logTail())
+		}
+		f.mount()
+		if b, err := os.ReadFile(f.path("closed")); err != nil || !bytes.Equal(b, data) {
+			t.Errorf("a closed file after SIGHUP and remount: %d bytes, %v; want %d bytes", len(b), err, len(data))
+		}
+	})
+
+	t.Run("data-inside-mountpoint-refused", func(t *testing.T) {
+		dir := t.TempDir()
+		f := unformatted(t, filepath.Join(dir, "data"))
+		f.mnt = dir // the data directory below the mount point
+		expectMountFailure(t, f, "", "inside the mount point")
+		g := unformatted(t, dir)
+		g.mnt = dir // the data directory is the mount point
+		expectMountFailure(t, g, "", "inside the mount point")
 	})
 
 	t.Run("sigterm-busy-detaches", func(t *testing.T) {

@@ -157,6 +157,8 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 		unix.CloseOnExec(req.readyFD) // fusermount3 and friends must not hold it
 		ready = os.NewFile(uintptr(req.readyFD), "ready")
 		signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	} else {
+		signal.Ignore(syscall.SIGPIPE) // a closed terminal must not kill it
 	}
 	logger, closeLog, err := newLogger(cfg, ready == nil)
 	if err != nil {
@@ -165,7 +167,14 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 		return err
 	}
 	defer closeLog()
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	// SIGINT, SIGTERM and, in the foreground, SIGHUP (its terminal went
+	// away) unmount cleanly; before, SIGHUP killed a foreground daemon
+	// without writing its buffers.
+	sigs := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	if ready == nil {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(ctx, sigs...)
 	defer stop()
 	mnt, _ := filepath.Abs(req.mountpoint)
 	updateLimit := setMemoryLimit(cfg, logger.With("mountpoint", mnt))
