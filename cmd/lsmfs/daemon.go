@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -289,7 +291,61 @@ func newLogger(cfg mount.Config, foreground bool) (*slog.Logger, func(), error) 
 		return slog.New(slog.NewTextHandler(os.Stderr, hopts)), func() {}, nil
 	}
 	if w, err := syslog.New(syslog.LOG_DAEMON|syslog.LOG_INFO, "lsmfs"); err == nil {
-		return slog.New(slog.NewTextHandler(w, hopts)), func() { w.Close() }, nil
+		return slog.New(newSyslogHandler(w, hopts)), func() { w.Close() }, nil
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, hopts)), func() {}, nil
+}
+
+// syslogHandler writes each record as one text line at the syslog priority
+// of its level (errors at LOG_ERR, so that journalctl -p err shows them),
+// instead of every line at the writer's LOG_INFO. The text handler formats
+// into the shared line, one record at a time.
+type syslogHandler struct {
+	inner slog.Handler
+	out   *syslogLine
+}
+
+type syslogLine struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	w   *syslog.Writer
+}
+
+func (l *syslogLine) Write(p []byte) (int, error) { return l.buf.Write(p) }
+
+func newSyslogHandler(w *syslog.Writer, opts *slog.HandlerOptions) *syslogHandler {
+	out := &syslogLine{w: w}
+	return &syslogHandler{inner: slog.NewTextHandler(out, opts), out: out}
+}
+
+func (h *syslogHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.inner.Enabled(ctx, l)
+}
+
+func (h *syslogHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.out.mu.Lock()
+	defer h.out.mu.Unlock()
+	h.out.buf.Reset()
+	if err := h.inner.Handle(ctx, r); err != nil {
+		return err
+	}
+	line := strings.TrimSuffix(h.out.buf.String(), "\n")
+	switch {
+	case r.Level >= slog.LevelError:
+		return h.out.w.Err(line)
+	case r.Level >= slog.LevelWarn:
+		return h.out.w.Warning(line)
+	case r.Level >= slog.LevelInfo:
+		return h.out.w.Info(line)
+	default:
+		return h.out.w.Debug(line)
+	}
+}
+
+func (h *syslogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &syslogHandler{inner: h.inner.WithAttrs(as), out: h.out}
+}
+
+func (h *syslogHandler) WithGroup(name string) slog.Handler {
+	return &syslogHandler{inner: h.inner.WithGroup(name), out: h.out}
 }
