@@ -150,8 +150,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: no CURRENT file: %w", dir, ErrNotFormatted)
 	}
 	lock, err := o.FS.Lock(vfs.Join(dir, "LOCK"))
-	if err != nil {
+	if errors.Is(err, vfs.ErrLocked) {
 		return nil, fmt.Errorf("open %s: in use by another process: %w", dir, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	d.dirLock = lock
 

@@ -111,6 +111,35 @@ func TestDaemon(t *testing.T) {
 		expectMountFailure(t, g, "", "inside the mount point")
 	})
 
+	t.Run("read-only-data-directory", func(t *testing.T) {
+		// A data directory on a read-only filesystem (read-only media, a
+		// snapshot) can be checked and mounted read-only: the lock file
+		// used to be opened for writing ("in use by another process").
+		f := newFS(t, fsOptions{})
+		must(t, os.WriteFile(f.path("kept"), []byte("kept"), 0o644))
+		f.unmount()
+		ro := filepath.Join(t.TempDir(), "ro")
+		must(t, os.Mkdir(ro, 0o755))
+		if out, err := exec.Command("mount", "--bind", f.dataDir, ro).CombinedOutput(); err != nil {
+			t.Fatalf("mount --bind: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("umount", ro).Run() })
+		if out, err := exec.Command("mount", "-o", "remount,ro,bind", ro).CombinedOutput(); err != nil {
+			t.Fatalf("remount read-only: %v: %s", err, out)
+		}
+		if out, err := lsmfs("fsck", ro); err != nil {
+			t.Fatalf("fsck of a read-only data directory: %v\n%s", err, out)
+		}
+		g := unformatted(t, ro)
+		if err := g.tryMount("ro"); err != nil {
+			t.Fatalf("mount -o ro of a read-only data directory: %v%s", err, g.logTail())
+		}
+		if b, err := os.ReadFile(g.path("kept")); err != nil || string(b) != "kept" {
+			t.Errorf("read from the read-only mount: %q, %v", b, err)
+		}
+		g.unmount()
+	})
+
 	t.Run("sigterm-busy-detaches", func(t *testing.T) {
 		f := newFS(t, fsOptions{})
 		fh, err := os.Create(f.path("open"))
