@@ -190,8 +190,6 @@ func Mount(ctx context.Context, dataDir, mountpoint string, cfg Config, logger *
 	return m, nil
 }
 
-// openOrFormat opens the engine in dataDir, formatting an empty or missing
-// dataDir with the defaults first.
 // within reports whether path p is dir or below it, after resolving the
 // symbolic links of the part of p that exists.
 func within(p, dir string) bool {
@@ -218,6 +216,8 @@ func within(p, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
+// openOrFormat opens the engine in dataDir, formatting an empty or missing
+// dataDir with the defaults first.
 func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, error) {
 	engineOpts := cfg.EngineOptions(logger.With("component", "lsm"))
 	empty, err := IsEmptyDir(dataDir)
