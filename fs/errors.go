@@ -3,7 +3,9 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -76,10 +78,52 @@ func (f *FS) errno(op string, ino uint64, err error) fuse.Status {
 		return fuse.EROFS
 	}
 	corrupt := errors.Is(err, ErrCorrupt) || errors.Is(err, lsm.ErrCorrupt)
-	f.log.Error("fs: operation failed", "op", op, "ino", ino, "err", err, "corrupt", corrupt)
+	if ok, dropped := f.errLog.allow(); ok {
+		args := []any{"op", op, "ino", ino, "err", err, "corrupt", corrupt}
+		if dropped > 0 {
+			args = append(args, "suppressed", dropped)
+		}
+		f.log.Error("fs: operation failed", args...)
+	}
 	var e syscall.Errno
 	if !corrupt && !errors.Is(err, lsm.ErrFailed) && errors.As(err, &e) && (e == syscall.ENOSPC || e == syscall.EDQUOT) {
 		return fuse.Status(e)
 	}
 	return fuse.EIO
+}
+
+// errLogBurst is how many failure lines errno writes in a second.
+const errLogBurst = 20
+
+// errLog bounds the failure lines errno writes: on a full disk every write
+// fails, and each would be a line in syslog. Past errLogBurst lines in a
+// second the lines are counted instead; the next line written says how
+// many were dropped (suppressed=N).
+type errLog struct {
+	mu         sync.Mutex
+	now        func() time.Time // tests set it; nil: time.Now
+	window     time.Time        // start of the current second
+	n          int              // lines written in it
+	suppressed int
+}
+
+// allow reports whether a line may be written now, and how many were
+// dropped since the last one.
+func (l *errLog) allow() (ok bool, dropped int) {
+	now := time.Now()
+	if l.now != nil {
+		now = l.now()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.window) >= time.Second {
+		l.window, l.n = now, 0
+	}
+	if l.n >= errLogBurst {
+		l.suppressed++
+		return false, 0
+	}
+	l.n++
+	dropped, l.suppressed = l.suppressed, 0
+	return true, dropped
 }

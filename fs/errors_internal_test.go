@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -46,5 +47,30 @@ func TestErrno(t *testing.T) {
 		if c.logged && !(strings.Contains(log.String(), "op=op") && strings.Contains(log.String(), "ino=42")) {
 			t.Errorf("errno(%v): log line lacks op and ino: %s", c.err, log.String())
 		}
+	}
+}
+
+// TestErrnoLogIsBounded: a flood of failures (a full disk fails every
+// write) writes at most errLogBurst lines a second; the first line of the
+// next second says how many were dropped.
+func TestErrnoLogIsBounded(t *testing.T) {
+	var log bytes.Buffer
+	now := time.Unix(1000, 0)
+	f := &FS{log: slog.New(slog.NewTextHandler(&log, nil))}
+	f.errLog.now = func() time.Time { return now }
+	full := fmt.Errorf("apply: %w", vfs.ErrNoSpace)
+	for range 1000 {
+		if got := f.errno("write", 7, full); got != fuse.Status(syscall.ENOSPC) {
+			t.Fatalf("errno = %v, want ENOSPC", got)
+		}
+	}
+	if n := strings.Count(log.String(), "\n"); n != errLogBurst {
+		t.Fatalf("%d lines for 1000 failures in one second, want %d", n, errLogBurst)
+	}
+	log.Reset()
+	now = now.Add(time.Second)
+	f.errno("write", 7, full)
+	if want := fmt.Sprintf("suppressed=%d", 1000-errLogBurst); !strings.Contains(log.String(), want) {
+		t.Fatalf("the next second's line %q does not say %s", log.String(), want)
 	}
 }

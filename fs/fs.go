@@ -25,11 +25,12 @@ const inodeReserve = 1024
 type FS struct {
 	rawDefaults // ENOSYS for what lsmfs does not implement
 
-	db   *lsm.DB
-	opts Options
-	log  *slog.Logger
-	sb   superblock
-	bs   int // data block size, from the superblock
+	db     *lsm.DB
+	opts   Options
+	log    *slog.Logger
+	errLog errLog // bounds errno's failure lines
+	sb     superblock
+	bs     int // data block size, from the superblock
 
 	locks   lockTable
 	open    openTable
