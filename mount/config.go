@@ -80,6 +80,13 @@ type Config struct {
 	// Ignored lists the options accepted for mount(8), fstab or systemd and
 	// otherwise ignored, for the log.
 	Ignored []string
+
+	// Format lets Mount format an empty or missing data directory. It is
+	// not a mount option: lsmfs mount sets it, mount(8), fstab and systemd
+	// mounts never do, so that a data disk that failed to mount under the
+	// data directory is reported, not replaced by a new, empty filesystem
+	// on the disk below. String leaves it out.
+	Format bool
 }
 
 // DefaultSubtype is the FUSE subtype: mounts show as fuse.lsmfs.

@@ -62,10 +62,11 @@ type Mounted struct {
 	unmountMu sync.Mutex // serializes Unmount
 }
 
-// Mount opens the lsmfs in dataDir and mounts it on mountpoint. An empty or
-// missing dataDir is formatted first with the defaults (not with a journal=
-// option, which might name a device holding another filesystem's journal, and
-// not read-only). Mount returns once the kernel serves the mount; cancelling
+// Mount opens the lsmfs in dataDir and mounts it on mountpoint. With
+// cfg.Format, an empty or missing dataDir is formatted first with the
+// defaults (not with a journal= option, which might name a device holding
+// another filesystem's journal, and not read-only); without it, such a
+// dataDir fails the mount with lsm.ErrNotFormatted. Mount returns once the kernel serves the mount; cancelling
 // ctx then unmounts (lazily if the mount is busy, see Unmount). Every log line
 // carries the mount point. Errors are one line, name the directory, and match
 // lsm.ErrNotFormatted, lsm.ErrCorrupt or the journal's errors with errors.Is.
@@ -217,7 +218,7 @@ func within(p, dir string) bool {
 }
 
 // openOrFormat opens the engine in dataDir, formatting an empty or missing
-// dataDir with the defaults first.
+// dataDir with the defaults first if cfg.Format allows it.
 func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, error) {
 	engineOpts := cfg.EngineOptions(logger.With("component", "lsm"))
 	empty, err := IsEmptyDir(dataDir)
@@ -235,6 +236,13 @@ func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, err
 		return db, nil
 	}
 	switch {
+	case !cfg.Format:
+		what := "empty"
+		if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+			what = "missing"
+		}
+		return nil, fmt.Errorf("data directory %s is %s, no lsmfs filesystem (%w): make one with lsmfs mkfs %s (mount(8) and fstab never format; lsmfs mount formats an empty directory)",
+			dataDir, what, lsm.ErrNotFormatted, dataDir)
 	case cfg.ReadOnly:
 		return nil, fmt.Errorf("%s is empty and the mount is read-only: run lsmfs mkfs %s first", dataDir, dataDir)
 	case cfg.Journal != "":

@@ -474,6 +474,30 @@ func TestMountFailures(t *testing.T) {
 		}
 	}
 
+	// mount(8) never formats: an empty data directory (a data disk that
+	// failed to mount under it) or a missing one fails the mount and is left
+	// as it was. lsmfs mount formats (README's first command).
+	for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), "missing")} {
+		out, err := exec.Command("mount", "-t", "fuse", lsmfsBin+"#"+dir, a.mnt, "-o", "log="+a.logFile).CombinedOutput()
+		if err == nil {
+			a.pid = findDaemon(a.mnt)
+			a.unmount()
+			t.Errorf("mount(8) of the unformatted %s succeeded", dir)
+		} else if !strings.Contains(string(out), "lsmfs mkfs "+dir) {
+			t.Errorf("mount(8) of the unformatted %s: %v: %q; want it to say lsmfs mkfs", dir, err, out)
+		}
+		if empty, err := mount.IsEmptyDir(dir); err != nil || !empty {
+			t.Errorf("mount(8) of the unformatted %s wrote to it (empty %v, %v)", dir, empty, err)
+		}
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if out, err := lsmfs("mount", "-o", "log="+a.logFile, empty, a.mnt); err != nil {
+		t.Errorf("lsmfs mount of the missing %s: %v: %s", empty, err, out)
+	} else {
+		a.pid = findDaemon(a.mnt)
+		a.unmount()
+	}
+
 	// mount -a over an fstab: the noauto line is left alone, the other one
 	// is mounted.
 	fstab := filepath.Join(t.TempDir(), "fstab")

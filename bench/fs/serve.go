@@ -271,6 +271,7 @@ func serveLsmfsProfiled(dataDir, mnt string, ready *os.File) error {
 	if err := cfg.Abs(); err != nil {
 		return err
 	}
+	cfg.Format = true // as lsmfs mount does
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

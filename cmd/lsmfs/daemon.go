@@ -91,10 +91,14 @@ func daemonize(req mountRequest, cfg mount.Config) error {
 	if os.Getenv("PATH") == "" {
 		env = append(env, "PATH="+defaultPATH)
 	}
+	args := []string{exe, "mount", "--foreground", "--ready-fd=3"}
+	if !cfg.Format {
+		args = append(args, "--no-format")
+	}
+	args = append(args, "-o", cfg.String(), dataDir, mountpoint)
 	cmd := &exec.Cmd{
-		Path: exe,
-		Args: []string{exe, "mount", "--foreground", "--ready-fd=3",
-			"-o", cfg.String(), dataDir, mountpoint},
+		Path:        exe,
+		Args:        args,
 		Env:         env,
 		Dir:         "/",
 		Stdin:       devnull,

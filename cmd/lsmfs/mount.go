@@ -17,6 +17,9 @@ type mountRequest struct {
 	foreground          bool
 	readyFD             int  // >= 0: report readiness on this fd (set by the parent)
 	fake                bool // mount(8) -f: check everything, do not mount
+	// format lets the mount format an empty or missing DATADIR: lsmfs
+	// mount does, the mount(8) form (mount.fuse3, fstab, systemd) never.
+	format bool
 }
 
 func mountCommand() *cli.Command {
@@ -27,7 +30,9 @@ func mountCommand() *cli.Command {
 		Description: `Mounts the lsmfs in DATADIR on MOUNTPOINT. By default the daemon detaches and
 the command returns once the kernel serves the mount, or fails with the reason
 on one line (exit 32). An empty or missing DATADIR is formatted with the
-defaults first. Unmount with umount MOUNTPOINT or fusermount3 -u MOUNTPOINT;
+defaults first (mount(8), fstab and systemd mounts never format: they fail on
+an empty DATADIR, as they would on a data disk that failed to mount under it).
+Unmount with umount MOUNTPOINT or fusermount3 -u MOUNTPOINT;
 the daemon then flushes, forces and checkpoints the journal, closes the engine
 and exits; lsmfs umount MOUNTPOINT also waits for that. SIGINT or SIGTERM to
 the daemon unmounts too (lazily if the mount is busy).
@@ -62,6 +67,7 @@ inside a value is written \,. Unknown or malformed options are refused.
 				optLists:   c.Generic("o").(*optionLists).lists,
 				foreground: c.Bool("foreground"),
 				readyFD:    c.Int("ready-fd"),
+				format:     !c.Bool("no-format"),
 			}
 			if err := parseTrailingMountArgs(args[2:], &req); err != nil {
 				return usageError(c, err, true)
@@ -83,6 +89,11 @@ func mountFlags() []cli.Flag {
 		&cli.BoolFlag{
 			Name:  "foreground",
 			Usage: "stay in the foreground and log to stderr; SIGINT/SIGTERM unmount",
+		},
+		&cli.BoolFlag{
+			Name:   "no-format",
+			Usage:  "internal: fail on an empty DATADIR instead of formatting it (the daemon of a mount(8) mount)",
+			Hidden: true,
 		},
 		&cli.IntFlag{
 			Name:   "ready-fd",
@@ -116,6 +127,7 @@ func runMount(ctx context.Context, req mountRequest) error {
 	if req.fake {
 		return nil
 	}
+	cfg.Format = req.format
 	if req.foreground || req.readyFD >= 0 {
 		return serve(ctx, req, cfg)
 	}
