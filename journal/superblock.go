@@ -169,3 +169,18 @@ func decodeSuperblock(b []byte, copyIdx int) (superblock, error) {
 
 // minRingSize is the smallest ring Format accepts: 16 blocks.
 const minRingSize = 16 * BlockSize
+
+// ProbeUUID reports whether b, the first bytes of a device or file, holds a
+// valid journal superblock copy, and the UUID of the filesystem it belongs
+// to (from the copy with the highest generation). mkfs uses it to refuse
+// formatting over another filesystem's journal.
+func ProbeUUID(b []byte) (uuid [16]byte, ok bool) {
+	var gen uint64
+	for i := 0; i < superblockCopies && (i+1)*BlockSize <= len(b); i++ {
+		sb, err := decodeSuperblock(b[i*BlockSize:(i+1)*BlockSize], i)
+		if err == nil && (!ok || sb.generation > gen) {
+			uuid, gen, ok = sb.uuid, sb.generation, true
+		}
+	}
+	return uuid, ok
+}

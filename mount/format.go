@@ -31,6 +31,10 @@ type FormatOptions struct {
 	RootMode uint32
 	// Logger receives the engine's logs. Default: discard.
 	Logger *slog.Logger
+	// Force formats a Journal that holds a filesystem, another lsmfs
+	// journal or (a regular file) any data; without it Format refuses with
+	// ErrHoldsData.
+	Force bool
 }
 
 // Format makes a new, empty lsmfs in dataDir (created if missing), which must
@@ -60,6 +64,11 @@ func format(dataDir string, opts FormatOptions, openOpts *lsm.Options) (*lsm.DB,
 			return nil, [16]byte{}, fmt.Errorf("%s already holds an lsmfs filesystem", dataDir)
 		}
 		return nil, [16]byte{}, fmt.Errorf("%s is not empty; lsmfs formats only a new or empty directory", dataDir)
+	}
+	if opts.Journal != "" && !opts.Force {
+		if err := checkJournalTarget(opts.Journal); err != nil {
+			return nil, [16]byte{}, err
+		}
 	}
 	if opts.UUID == ([16]byte{}) {
 		if opts.UUID, err = NewUUID(); err != nil {

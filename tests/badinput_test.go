@@ -136,6 +136,36 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 
+	t.Run("mkfs-journal-over-a-filesystem", func(t *testing.T) {
+		// mkfs --journal naming a device that holds a filesystem (a typo in
+		// the device name) is refused and leaves it alone; --force formats.
+		mkfs, err := exec.LookPath("mkfs.ext4")
+		if err != nil {
+			if mkfs, err = exec.LookPath("/usr/sbin/mkfs.ext4"); err != nil {
+				t.Fatalf("mkfs.ext4 not found (package e2fsprogs): %v", err)
+			}
+		}
+		dev := newLoopDevice(t, 64<<20)
+		if out, err := runTimeout(mkfs, "-q", dev); err != nil {
+			t.Fatalf("mkfs.ext4: %v: %s", err, out)
+		}
+		sum := fileChecksum(t, dev)
+		data := filepath.Join(t.TempDir(), "data")
+		stderr, code := lsmfsRun("mkfs", "--journal", dev, data)
+		if code == 0 || !strings.Contains(stderr, "ext4 filesystem") || !strings.Contains(stderr, "--force") {
+			t.Errorf("mkfs --journal over ext4: exit %d (%s), want a refusal naming ext4 and --force", code, strings.TrimSpace(stderr))
+		}
+		if fileChecksum(t, dev) != sum {
+			t.Errorf("the refused mkfs changed the device")
+		}
+		if stderr, code := lsmfsRun("mkfs", "--force", "--journal", dev, data); code != 0 {
+			t.Errorf("mkfs --force --journal over ext4: exit %d (%s)", code, strings.TrimSpace(stderr))
+		}
+		if stderr, code := lsmfsRun("fsck", data); code != 0 {
+			t.Errorf("fsck after mkfs --force: exit %d (%s)", code, strings.TrimSpace(stderr))
+		}
+	})
+
 	t.Run("corrupt-table", func(t *testing.T) {
 		f := newFS(t, fsOptions{mountOpts: "memtable_size=256K"})
 		// In a subprocess with a timeout: with tiny memtables a stalled

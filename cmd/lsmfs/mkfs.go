@@ -18,14 +18,18 @@ func mkfsCommand() *cli.Command {
 		ArgsUsage: "DATADIR",
 		Description: `Makes a new lsmfs in DATADIR, which must be missing or empty (a lost+found
 directory is allowed). The journal is a file in DATADIR unless --journal names
-another file or a block device, which is then formatted whole; the journal's
-superblock records the filesystem's UUID, and a mount refuses a journal of
+another file or a block device, which is then formatted whole. A --journal
+holding a filesystem (ext4, XFS, btrfs, ...), a partition table, another
+lsmfs's journal or, in a regular file, any non-zero byte is refused unless
+--force is given; a block device that is mounted or in use is always refused.
+The journal's superblock records the filesystem's UUID, and a mount refuses a journal of
 another filesystem. The UUID is random. The root directory belongs to the user
 running mkfs, mode 0755.
 
 Examples:
    lsmfs mkfs /srv/lsmfs
    lsmfs mkfs --journal /dev/nvme1n1p1 /srv/lsmfs     # journal on its own device
+   lsmfs mkfs --force --journal /dev/nvme1n1p1 /srv/lsmfs  # ... which held an old filesystem
    lsmfs mkfs --journal-size 1G --block-size 65536 /srv/lsmfs`,
 		Flags:        mkfsFlags(),
 		OnUsageError: usageError,
@@ -52,6 +56,7 @@ Examples:
 				BlockSize:   blockSize,
 				RootUID:     uint32(os.Getuid()),
 				RootGID:     uint32(os.Getgid()),
+				Force:       c.Bool("force"),
 			})
 			stop()
 			if err != nil {
@@ -80,6 +85,11 @@ func mkfsFlags() []cli.Flag {
 			Name:  "journal-size",
 			Usage: "ring `SIZE` of a file journal (K, M, G suffixes); a device journal uses the whole device",
 			Value: mount.FormatSize(def.Journal.Size),
+		},
+		&cli.BoolFlag{
+			Name:    "force",
+			Aliases: []string{"f"},
+			Usage:   "format the --journal file or device even if it holds a filesystem, another lsmfs journal or (a file) any data",
 		},
 		&cli.IntFlag{
 			Name:  "block-size",
