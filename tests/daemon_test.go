@@ -61,6 +61,52 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("crash-output-kept", func(t *testing.T) {
+		// Logging to syslog (no log=), a daemon's standard error goes to
+		// DATADIR/stderr.log, so the runtime's dump on a crash (SIGQUIT
+		// here; a panic alike) is kept; before, it went to /dev/null. The
+		// next mount moves it to stderr.log.old.
+		f := newFS(t, fsOptions{noMount: true})
+		mountNoLog := func() {
+			t.Helper()
+			if _, err := lsmfs("mount", f.dataDir, f.mnt); err != nil {
+				t.Fatal(err)
+			}
+			f.pid = findDaemon(f.mnt)
+		}
+		mountNoLog()
+		x, err := os.Create(f.path("x"))
+		must(t, err)
+		_, err = x.WriteString("x")
+		must(t, err)
+		must(t, x.Sync())
+		must(t, x.Close())
+		pid := f.pid
+		must(t, syscall.Kill(pid, syscall.SIGQUIT))
+		if err := waitExit(pid, exitTimeout); err != nil {
+			t.Fatal(err)
+		}
+		f.pid = 0
+		if out, err := exec.Command("fusermount3", "-u", "-z", f.mnt).CombinedOutput(); err != nil {
+			t.Fatalf("fusermount3 -u -z %s: %v: %s", f.mnt, err, out)
+		}
+		stderr := filepath.Join(f.dataDir, "stderr.log")
+		crash, _ := os.ReadFile(stderr)
+		if !strings.Contains(string(crash), "SIGQUIT") || !strings.Contains(string(crash), "goroutine ") {
+			t.Errorf("%s after SIGQUIT: %q, want the runtime's dump", stderr, crash)
+		}
+		mountNoLog()
+		if old, _ := os.ReadFile(stderr + ".old"); string(old) != string(crash) {
+			t.Errorf("after the next mount, %s.old holds %d bytes, want the %d of the dump", stderr, len(old), len(crash))
+		}
+		if b, err := os.ReadFile(stderr); err != nil || len(b) != 0 {
+			t.Errorf("after the next mount, %s: %q, %v; want it empty", stderr, b, err)
+		}
+		if b, err := os.ReadFile(f.path("x")); err != nil || string(b) != "x" {
+			t.Errorf("a synced file after the crash: %q, %v", b, err)
+		}
+	})
+
 	t.Run("sighup-foreground-unmounts", func(t *testing.T) {
 		// A daemon run in the foreground whose terminal goes away (SIGHUP)
 		// unmounts cleanly, as for SIGTERM; it used to die without writing

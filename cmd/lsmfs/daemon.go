@@ -197,15 +197,40 @@ func serve(ctx context.Context, req mountRequest, cfg mount.Config) error {
 	}
 	if ready != nil && cfg.LogFile == "" {
 		// The parent's in-memory stderr is of no use any more.
-		if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
-			unix.Dup2(int(devnull.Fd()), 2)
-			devnull.Close()
-		}
+		keepStderr(req.dataDir, logger.With("mountpoint", mnt))
 	}
 	if err := m.Wait(); err != nil {
 		return withCode(exitFailure, err)
 	}
 	return nil
+}
+
+// stderrName is the file in DATADIR that takes a daemon's standard error
+// when it logs to syslog: what the Go runtime writes there on a panic, a
+// fatal error or SIGQUIT is all a crash leaves, and syslog cannot take it.
+const stderrName = "stderr.log"
+
+// keepStderr points the daemon's standard error at DATADIR/stderr.log (or
+// /dev/null if it cannot be opened: a read-only data directory). Output a
+// previous daemon left there (it crashed) is moved to stderr.log.old first,
+// with a warning in the log.
+func keepStderr(dataDir string, logger *slog.Logger) {
+	p := filepath.Join(dataDir, stderrName)
+	if fi, err := os.Stat(p); err == nil && fi.Size() > 0 {
+		old := p + ".old"
+		if err := os.Rename(p, old); err == nil {
+			logger.Warn("the previous daemon wrote to its standard error: a crash? Its output is in "+old,
+				"file", old, "modified", fi.ModTime().UTC().Format(time.RFC3339))
+		}
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		f, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	}
+	if err == nil {
+		unix.Dup2(int(f.Fd()), 2)
+		f.Close()
+	}
 }
 
 // memoryMargin is the soft memory limit's allowance beyond the block cache

@@ -39,7 +39,8 @@ the daemon unmounts too (lazily if the mount is busy).
 
 The daemon logs (log/slog, one line per event, each with mountpoint=) to
 syslog, or to the log= file, or to stderr with --foreground; -o debug adds a
-trace of every FUSE operation. It serves lsmfs stats and compact on the
+trace of every FUSE operation. Logging to syslog, its standard error (where a
+crash prints its stack traces) goes to DATADIR/stderr.log. It serves lsmfs stats and compact on the
 control socket DATADIR/lsmfs.sock, and Prometheus metrics with -o metrics=.
 
 Examples:
