@@ -3,6 +3,7 @@ package lsm
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -22,19 +23,56 @@ const defaultJournalName = "journal"
 // Format creates a new, empty engine in dir (creating dir) and formats its
 // journal: a file DIR/journal of opts.Journal.Size bytes, or the block
 // device (or file) named by opts.Journal.Path. It refuses a directory that
-// already holds an engine.
+// already holds an engine, and one locked by an open engine or another
+// Format (vfs.ErrLocked).
 func Format(dir string, opts *Options) error {
+	lock, err := format(dir, opts)
+	if lock != nil {
+		lock.Close()
+	}
+	return err
+}
+
+// Create formats dir as Format does and opens the new engine without letting
+// go of the directory lock in between: no other process can open (or
+// format) the engine before the caller has written its first contents.
+func Create(dir string, opts *Options) (*DB, error) {
+	lock, err := format(dir, opts)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	return open(dir, opts, lock)
+}
+
+// format is Format; it returns the directory lock, held.
+func format(dir string, opts *Options) (lock io.Closer, err error) {
 	if opts == nil {
 		opts = &Options{}
 	}
 	o := *opts
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := o.FS.MkdirAll(dir); err != nil {
-		return fmt.Errorf("format %s: %w", dir, err)
+		return nil, fmt.Errorf("format %s: %w", dir, err)
 	}
+	// The directory lock keeps two formats (two first mounts, or mkfs and a
+	// first mount) from interleaving their files: the second fails with
+	// vfs.ErrLocked or finds CURRENT.
+	lock, err = o.FS.Lock(vfs.Join(dir, "LOCK"))
+	if err != nil {
+		return nil, fmt.Errorf("format %s: %w", dir, err)
+	}
+	return lock, formatLocked(dir, &o)
+}
+
+// formatLocked writes the new engine's journal, manifest and CURRENT into
+// dir, whose lock the caller holds; o has its defaults.
+func formatLocked(dir string, o *Options) error {
 	if _, err := o.FS.Stat(vfs.Join(dir, "CURRENT")); err == nil {
 		return fmt.Errorf("format %s: already holds an lsmfs engine", dir)
 	}
@@ -119,6 +157,19 @@ func openExternalJournal(path string, create bool, size int64) (journal.Device, 
 
 // Open opens the engine in dir.
 func Open(dir string, opts *Options) (*DB, error) {
+	return open(dir, opts, nil)
+}
+
+// open opens the engine in dir, taking the directory lock unless lock (held)
+// is given; it owns lock from then on.
+func open(dir string, opts *Options, lock io.Closer) (*DB, error) {
+	if lock != nil {
+		defer func() {
+			if lock != nil {
+				lock.Close()
+			}
+		}()
+	}
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -149,13 +200,17 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if _, err := o.FS.Stat(vfs.Join(dir, "CURRENT")); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("open %s: no CURRENT file: %w", dir, ErrNotFormatted)
 	}
-	lock, err := o.FS.Lock(vfs.Join(dir, "LOCK"))
-	if errors.Is(err, vfs.ErrLocked) {
-		return nil, fmt.Errorf("open %s: in use by another process: %w", dir, err)
-	} else if err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
+	if lock == nil {
+		l, err := o.FS.Lock(vfs.Join(dir, "LOCK"))
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("open %s: in use by another process: %w", dir, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("open %s: %w", dir, err)
+		}
+		d.dirLock = l
+	} else {
+		d.dirLock, lock = lock, nil // d.abandon closes it on failure
 	}
-	d.dirLock = lock
 
 	vs := newVersionSet(o.FS, dir, o.Logger, o.MaxManifestSize)
 	if err := vs.load(); err != nil {
@@ -185,6 +240,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		d.cache = o.Cache
 		d.cacheNS = (rand.Uint64() | 1) << 40
 	} else if o.CacheSize > 0 {
+		var err error
 		if d.cache, err = blockcache.New(o.CacheSize); err != nil {
 			return nil, fmt.Errorf("open %s: block cache: %w", dir, err)
 		}

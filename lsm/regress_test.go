@@ -322,3 +322,46 @@ func TestDamagedActiveSegment(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentFormat: two Formats of one new directory (two first mounts,
+// or mkfs and a first mount) must not interleave their files: exactly one
+// succeeds, and the directory opens as that one's engine. Both passed the
+// CURRENT check and wrote a journal and a manifest each, so the directory
+// could hold one's journal and the other's manifest.
+func TestConcurrentFormat(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		dir := t.TempDir() + "/db"
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for g := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[g] = lsm.Format(dir, &lsm.Options{UUID: [16]byte{byte(g + 1)}, Journal: lsm.JournalOptions{Size: 4 << 20}})
+			}()
+		}
+		wg.Wait()
+		won := -1
+		for g, err := range errs {
+			if err == nil {
+				if won >= 0 {
+					t.Fatalf("round %d: both formats succeeded", i)
+				}
+				won = g
+			}
+		}
+		if won < 0 {
+			t.Fatalf("round %d: both formats failed: %v", i, errors.Join(errs...))
+		}
+		db, err := lsm.Open(dir, &lsm.Options{})
+		if err != nil {
+			t.Fatalf("round %d: open after the formats (%v): %v", i, errs, err)
+		}
+		if got := db.UUID(); got != [16]byte{byte(won + 1)} {
+			t.Errorf("round %d: engine uuid %x, want the winner's", i, got)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -82,12 +82,12 @@ func format(dataDir string, opts FormatOptions, openOpts *lsm.Options) (*lsm.DB,
 	lo.UUID = opts.UUID
 	lo.Journal.Path = opts.Journal
 	lo.Journal.Size = opts.JournalSize
-	if err := lsm.Format(dataDir, &lo); err != nil {
-		return nil, opts.UUID, fmt.Errorf("format engine in %s: %w", dataDir, err)
-	}
-	db, err := lsm.Open(dataDir, &lo)
+	// Create holds the directory lock from the format to the close: a
+	// concurrent mount or mkfs of dataDir fails instead of opening an
+	// engine with no filesystem in it yet.
+	db, err := lsm.Create(dataDir, &lo)
 	if err != nil {
-		return nil, opts.UUID, fmt.Errorf("open new engine in %s: %w", dataDir, err)
+		return nil, opts.UUID, fmt.Errorf("format engine in %s: %w", dataDir, err)
 	}
 	err = fs.Format(db, fs.FormatOptions{
 		BlockSize: opts.BlockSize,
