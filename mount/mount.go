@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/lsm"
@@ -90,9 +91,22 @@ func Mount(ctx context.Context, dataDir, mountpoint string, cfg Config, logger *
 		return nil, err
 	}
 	logger = logger.With("mountpoint", mountpoint)
-	if fi, err := os.Stat(mountpoint); err != nil {
+	fi, err := os.Stat(mountpoint)
+	if err == nil {
+		// A stat may come from the kernel's attribute cache; statfs asks
+		// the filesystem, so a dead FUSE mount answers ENOTCONN.
+		var st unix.Statfs_t
+		err = unix.Statfs(mountpoint, &st)
+	}
+	switch {
+	case errors.Is(err, unix.ENOTCONN):
+		// Mounting on it would hide it, and umount would then detach the
+		// new mount, not the dead one.
+		return nil, fmt.Errorf("mount point %s is a dead FUSE mount (its daemon is gone): detach it first with umount %s",
+			mountpoint, mountpoint)
+	case err != nil:
 		return nil, fmt.Errorf("mount point: %w", err)
-	} else if !fi.IsDir() {
+	case !fi.IsDir():
 		return nil, fmt.Errorf("mount point %s is not a directory", mountpoint)
 	}
 	for what, p := range map[string]string{"data directory": dataDir, "journal": cfg.Journal} {

@@ -39,6 +39,11 @@ func Resolve(path string) (Target, error) {
 	}
 	if source, fstype, ok := mountAt(abs); ok {
 		if !strings.HasPrefix(fstype, "fuse.") && fstype != "fuse" {
+			if isDataDir(abs) {
+				// A data directory that is the mount point of its own
+				// disk.
+				return Target{DataDir: abs}, nil
+			}
 			return Target{}, fmt.Errorf("%s: a %s mount: %w", path, fstype, ErrNotLsmfs)
 		}
 		if isDataDir(source) {
@@ -120,6 +125,20 @@ func daemonDataDir(mnt string) string {
 		}
 	}
 	return ""
+}
+
+// DeadMountError explains a mount of t whose control socket does not
+// answer: if no lsmfs daemon serves t.Mountpoint any more (it crashed or was
+// killed) the mount is dead, and says how to detach it; otherwise the daemon
+// lacks the socket. Both match ErrNotServing.
+func DeadMountError(t Target) error {
+	if daemonDataDir(t.Mountpoint) == "" {
+		return fmt.Errorf("%s: the lsmfs daemon serving it is gone (it crashed or was killed), so the mount is dead: "+
+			"detach it with umount %s (or fusermount3 -u -z %s), then check the data directory with lsmfs fsck %s: %w",
+			t.Mountpoint, t.Mountpoint, t.Mountpoint, t.DataDir, ErrNotServing)
+	}
+	return fmt.Errorf("%s is mounted but its daemon does not answer on %s (an lsmfs older than the control socket, or the socket could not be made: see the daemon's log): %w",
+		t.Mountpoint, filepath.Join(t.DataDir, ControlSocketName), ErrNotServing)
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for a space) of

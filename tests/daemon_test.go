@@ -107,6 +107,54 @@ func TestDaemon(t *testing.T) {
 		}
 	})
 
+	t.Run("dead-mount", func(t *testing.T) {
+		// After the daemon is killed, stats, compact and a new mount on
+		// the dead mount say that it is dead and how to detach it (mount
+		// used to stack a new mount over it, which umount then detached).
+		f := newFS(t, fsOptions{})
+		must(t, syscall.Kill(f.pid, syscall.SIGKILL))
+		if err := waitExit(f.pid, exitTimeout); err != nil {
+			t.Fatal(err)
+		}
+		f.pid = 0
+		for _, args := range [][]string{{"stats", f.mnt}, {"compact", f.mnt}} {
+			if stderr, code := lsmfsRun(args...); code == 0 || !strings.Contains(stderr, "daemon serving it is gone") || !strings.Contains(stderr, "umount "+f.mnt) {
+				t.Errorf("lsmfs %s on a dead mount: exit %d (%s), want it to say the daemon is gone and to umount", args[0], code, strings.TrimSpace(stderr))
+			}
+		}
+		if stderr, code := lsmfsRun("mount", "-o", f.options(""), f.dataDir, f.mnt); code != 32 || !strings.Contains(stderr, "dead FUSE mount") {
+			t.Errorf("lsmfs mount on a dead mount: exit %d (%s), want 32 naming the dead mount", code, strings.TrimSpace(stderr))
+			if pid := findDaemon(f.mnt); pid != 0 {
+				f.pid = pid
+				f.unmount()
+			}
+		}
+		if out, err := exec.Command("umount", f.mnt).CombinedOutput(); err != nil {
+			t.Fatalf("umount of the dead mount: %v: %s", err, out)
+		}
+		f.mount()
+	})
+
+	t.Run("data-directory-is-a-mount-point", func(t *testing.T) {
+		// A data directory that is the mount point of its own disk (here a
+		// tmpfs) is a data directory to stats and compact, not "a tmpfs
+		// mount".
+		dir := filepath.Join(t.TempDir(), "data")
+		must(t, os.Mkdir(dir, 0o755))
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", dir).CombinedOutput(); err != nil {
+			t.Fatalf("mount tmpfs: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("umount", dir).Run() })
+		if _, err := lsmfs("mkfs", dir); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"stats", "compact"} {
+			if stderr, code := lsmfsRun(cmd, dir); code != 0 {
+				t.Errorf("lsmfs %s of a data directory that is a mount point: exit %d (%s)", cmd, code, strings.TrimSpace(stderr))
+			}
+		}
+	})
+
 	t.Run("sighup-foreground-unmounts", func(t *testing.T) {
 		// A daemon run in the foreground whose terminal goes away (SIGHUP)
 		// unmounts cleanly, as for SIGTERM; it used to die without writing

@@ -64,6 +64,8 @@ func compact(c *cli.Context, path string) error {
 		if cerr := db.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("close %s: %w", t.DataDir, cerr)
 		}
+	} else if errors.Is(err, mount.ErrNotServing) {
+		err = mount.DeadMountError(t)
 	}
 	if err != nil {
 		return err

@@ -81,8 +81,7 @@ func stats(c *cli.Context, path string) error {
 			return err
 		}
 	case errors.Is(err, mount.ErrNotServing):
-		return fmt.Errorf("%s is mounted but its daemon does not answer on %s/%s (an lsmfs older than the control socket, or the socket could not be made: see the daemon's log)",
-			t.Mountpoint, t.DataDir, mount.ControlSocketName)
+		return mount.DeadMountError(t)
 	default:
 		return err
 	}
