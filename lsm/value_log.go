@@ -69,7 +69,12 @@ func (d *DB) openValueLog() error {
 		}
 		if size == 0 {
 			// Created just before a crash, never used: garbage
-			// (removeGarbageLocked).
+			// (removeGarbageLocked). A durable pointer into it would
+			// be corruption (checkVlogTails), not a reason to keep it.
+			if d.vlogTails == nil {
+				d.vlogTails = map[uint64]int64{}
+			}
+			d.vlogTails[num] = 0
 			continue
 		}
 		if fi, err := d.opts.FS.Stat(vfs.Join(d.dirname, vlog.FileName(num))); err == nil && fi.Size() > size {

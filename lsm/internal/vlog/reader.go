@@ -340,15 +340,29 @@ func (w *scanWindow) at(off int64, n int) ([]byte, error) {
 // reached the disk (shorter than a header, or a header of zeros: a crash
 // right after the segment was created), which no pointer can name because
 // the writer forces the header before its first append. Any other bad
-// header is ErrCorrupt.
+// header is ErrCorrupt, and so is a header of zeros followed by anything but
+// zeros: records were appended, so the header had reached the disk and was
+// lost since (a zeroed sector).
 func ValidSize(fsys vfs.FS, dir string, seg uint64) (int64, error) {
 	if f, err := fsys.Open(vfs.Join(dir, FileName(seg))); err == nil {
 		hdr := make([]byte, segHeaderLen)
 		n, _ := f.ReadAt(hdr, 0)
-		f.Close()
-		if n < segHeaderLen || allZero(hdr) {
+		if n < segHeaderLen {
+			f.Close()
 			return 0, nil
 		}
+		if allZero(hdr) {
+			off, err := firstNonZero(f, int64(segHeaderLen))
+			f.Close()
+			switch {
+			case err != nil:
+				return 0, fmt.Errorf("vlog: read %s: %w", FileName(seg), err)
+			case off >= 0:
+				return 0, fmt.Errorf("%w: segment %s: header is zeros, but data follows at offset %d", ErrCorrupt, FileName(seg), off)
+			}
+			return 0, nil
+		}
+		f.Close()
 	}
 	var end int64 = -1
 	err := Scan(fsys, dir, seg, 0, func(rec Record) error {
@@ -365,6 +379,27 @@ func ValidSize(fsys vfs.FS, dir string, seg uint64) (int64, error) {
 		return int64(segHeaderLen), nil
 	}
 	return end, nil
+}
+
+// firstNonZero returns the offset of the first non-zero byte of f at or
+// after off, or -1.
+func firstNonZero(f vfs.File, off int64) (int64, error) {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := f.ReadAt(buf, off)
+		for i, c := range buf[:n] {
+			if c != 0 {
+				return off + int64(i), nil
+			}
+		}
+		off += int64(n)
+		if err == io.EOF || (err == nil && n == 0) {
+			return -1, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }
 
 func allZero(b []byte) bool {
