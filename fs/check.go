@@ -7,6 +7,7 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -109,18 +110,42 @@ type checker struct {
 	inodes map[uint64]*ckInode
 }
 
-// scan calls fn for every key of family fam.
-func (c *checker) scan(fam byte, fn func(k, v []byte)) error {
-	lo, hi := familyRange(fam)
-	return c.scanRange(lo, hi, fn)
-}
-
-func (c *checker) scanRange(lo, hi []byte, fn func(k, v []byte)) error {
-	it := c.snap.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
-	for ok := it.First(); ok; ok = it.Next() {
-		fn(it.Key(), it.Value())
+// scanRange calls fn with every key in [lo, hi) and its value or, if lenFn
+// is set, lenFn with every key and its value's length (not reading values
+// kept in the value log: the engine check reads those). A damaged table or
+// value is a problem of the report, not the end of the check: the scan
+// goes on after the key whose value could not be read, or gives up on the
+// rest of the range if the failing key is unknown. Other errors (I/O) are
+// returned.
+func (c *checker) scanRange(lo, hi []byte, fn func(k, v []byte), lenFn func(k []byte, n int)) error {
+	for {
+		it := c.snap.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
+		var failed []byte // the key whose value could not be read
+		for ok := it.First(); ok; ok = it.Next() {
+			if lenFn != nil {
+				lenFn(it.Key(), it.ValueLen())
+				continue
+			}
+			v := it.Value()
+			if v == nil && it.Error() != nil {
+				failed = slices.Clone(it.Key())
+				break
+			}
+			fn(it.Key(), v)
+		}
+		err := closeIter(it)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, lsm.ErrCorrupt):
+			return err
+		case failed == nil:
+			c.r.addf("keys from %q: %v (the rest of the range is not checked)", lo, err)
+			return nil
+		}
+		c.r.addf("key %q: %v", failed, err)
+		lo = append(failed, 0) // the next key after it
 	}
-	return closeIter(it)
 }
 
 func (c *checker) run() error {
@@ -143,20 +168,22 @@ func (c *checker) run() error {
 		r.addf("%v", err)
 	}
 	steps := []struct {
-		fam byte
-		fn  func(k, v []byte)
+		fam   byte
+		fn    func(k, v []byte)
+		lenFn func(k []byte, n int)
 	}{
-		{famSuper, c.super},
-		{famInode, c.inode},
-		{famDentry, c.dentry},
-		{famBlock, c.block},
-		{famXattr, c.xattr},
-		{famSymlink, c.symlink},
-		{famOrphan, c.orphan},
+		{famSuper, c.super, nil},
+		{famInode, c.inode, nil},
+		{famDentry, c.dentry, nil},
+		{famBlock, nil, c.block},
+		{famXattr, c.xattr, nil},
+		{famSymlink, c.symlink, nil},
+		{famOrphan, c.orphan, nil},
 	}
 	known := make([]byte, 0, len(steps))
 	for _, s := range steps {
-		if err := c.scan(s.fam, s.fn); err != nil {
+		lo, hi := familyRange(s.fam)
+		if err := c.scanRange(lo, hi, s.fn, s.lenFn); err != nil {
 			return fmt.Errorf("fs: check: scan %q: %w", s.fam, err)
 		}
 		known = append(known, s.fam)
@@ -169,7 +196,7 @@ func (c *checker) run() error {
 		if fam != 0 {
 			hi = []byte{fam}
 		}
-		if err := c.scanRange(lo, hi, func(k, _ []byte) { r.addf("key %q belongs to no family", k) }); err != nil {
+		if err := c.scanRange(lo, hi, nil, func(k []byte, _ int) { r.addf("key %q belongs to no family", k) }); err != nil {
 			return fmt.Errorf("fs: check: %w", err)
 		}
 		if fam != 0 {
@@ -259,9 +286,9 @@ func (c *checker) dentry(k, v []byte) {
 	}
 }
 
-func (c *checker) block(k, v []byte) {
+func (c *checker) block(k []byte, vlen int) {
 	c.r.Blocks++
-	c.r.BlockBytes += uint64(len(v))
+	c.r.BlockBytes += uint64(vlen)
 	ino, idx, err := decodeBlockKey(k)
 	if err != nil {
 		c.r.addf("%v", err)
@@ -274,12 +301,12 @@ func (c *checker) block(k, v []byte) {
 		return
 	case !n.n.isReg():
 		c.r.addf("block %d of inode %d, which is not a regular file (mode %#o)", idx, ino, n.n.Mode)
-	case uint64(len(v)) > c.bs:
-		c.r.addf("block %d of inode %d holds %d bytes, more than the block size %d", idx, ino, len(v), c.bs)
-	case idx*c.bs+uint64(len(v)) > n.n.Size:
-		c.r.addf("block %d of inode %d ends at %d, beyond size %d", idx, ino, idx*c.bs+uint64(len(v)), n.n.Size)
+	case uint64(vlen) > c.bs:
+		c.r.addf("block %d of inode %d holds %d bytes, more than the block size %d", idx, ino, vlen, c.bs)
+	case idx*c.bs+uint64(vlen) > n.n.Size:
+		c.r.addf("block %d of inode %d ends at %d, beyond size %d", idx, ino, idx*c.bs+uint64(vlen), n.n.Size)
 	}
-	n.stored += uint64(len(v))
+	n.stored += uint64(vlen)
 }
 
 func (c *checker) xattr(k, v []byte) {
