@@ -200,11 +200,18 @@ func newBatchReader(repr []byte) (*batchReader, error) {
 	if repr[0] != batchVersion {
 		return nil, fmt.Errorf("batch version %d unknown: %w", repr[0], ErrCorrupt)
 	}
-	return &batchReader{
+	r := &batchReader{
 		data:  repr[batchHeaderLen:],
 		seq:   binary.LittleEndian.Uint64(repr[1:]),
 		count: binary.LittleEndian.Uint32(repr[9:]),
-	}, nil
+	}
+	// Every entry takes at least two bytes (its kind and its key's
+	// length): a larger count is damage, and must not size a memtable
+	// (replay allocates for count entries before decoding them).
+	if uint64(r.count)*2 > uint64(len(r.data)) {
+		return nil, fmt.Errorf("batch of %d bytes cannot hold %d entries: %w", len(repr), r.count, ErrCorrupt)
+	}
+	return r, nil
 }
 
 // next returns the next entry; ok is false at the end. A malformed batch

@@ -3,6 +3,7 @@ package lsm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -168,7 +169,7 @@ func (d *DB) newMemTable(minSize uint64) *memTable {
 	if minSize+memEntryOverhead > size {
 		size = minSize + 1<<20
 	}
-	return &memTable{skl: memtable.New(uint32(size))}
+	return &memTable{skl: memtable.New(uint32(min(size, math.MaxUint32)))}
 }
 
 const memEntryOverhead = memtable.EntryOverhead
