@@ -3,8 +3,8 @@ package lsm
 import (
 	"errors"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 
