@@ -149,12 +149,26 @@ func (d *DB) checkTable(r *CheckReport, level int, f *tableMeta) bool {
 	if !ok {
 		return false
 	}
+	if p := rd.Properties(); p.NumEntries+p.NumRangeTombstones > 0 && (p.SmallestSeq != f.SmallestSeq || p.LargestSeq != f.LargestSeq) {
+		r.addf("table %s: sequence numbers %d-%d, but the manifest records %d-%d", name, p.SmallestSeq, p.LargestSeq, f.SmallestSeq, f.LargestSeq)
+		ok = false
+	}
+	for _, t := range rd.RangeTombstones() {
+		if bytes.Compare(t.Start, f.Smallest) < 0 || bytes.Compare(t.End, f.Largest) > 0 {
+			r.addf("table %s: range tombstone [%q, %q) outside the bounds the manifest records [%q, %q]", name, t.Start, t.End, f.Smallest, f.Largest)
+			ok = false
+		}
+		if t.Seq < f.SmallestSeq || t.Seq > f.LargestSeq {
+			r.addf("table %s: range tombstone [%q, %q) #%d outside the table's sequence numbers %d-%d", name, t.Start, t.End, t.Seq, f.SmallestSeq, f.LargestSeq)
+			ok = false
+		}
+	}
 	it := rd.NewIter()
 	defer it.Close()
 	var prev base.InternalKey
 	var prevBuf []byte
 	first := true
-	for ok := it.First(); ok; ok = it.Next() {
+	for valid := it.First(); valid; valid = it.Next() {
 		k := it.Key()
 		r.TableEntries++
 		if !first && base.CompareInternal(prev, k) >= 0 {
@@ -166,6 +180,10 @@ func (d *DB) checkTable(r *CheckReport, level int, f *tableMeta) bool {
 			r.addf("table %s: key %q outside the bounds the manifest records [%q, %q]", name, k.UserKey, f.Smallest, f.Largest)
 			return false
 		}
+		if k.Seq() < f.SmallestSeq || k.Seq() > f.LargestSeq {
+			r.addf("table %s: key %q #%d outside the sequence numbers the manifest records, %d-%d", name, k.UserKey, k.Seq(), f.SmallestSeq, f.LargestSeq)
+			return false
+		}
 		prevBuf = append(prevBuf[:0], k.UserKey...)
 		prev = base.MakeInternalKey(prevBuf, k.Seq(), k.Kind())
 		first = false
@@ -174,7 +192,7 @@ func (d *DB) checkTable(r *CheckReport, level int, f *tableMeta) bool {
 		r.addf("table %s (L%d): %v", name, level, err)
 		return false
 	}
-	return true
+	return ok
 }
 
 // checkPointers reads the value of every live pointer, in the parts of the

@@ -139,6 +139,7 @@ func (v *version) apply(e *manifest.Edit, known map[uint64]*tableMeta) (*version
 	for _, d := range e.Deleted {
 		deleted[[2]uint64{uint64(d.Level), d.FileNum}] = true
 	}
+	in := map[uint64]int{} // file number -> level, of nv
 	for l := range v.levels {
 		for _, f := range v.levels[l] {
 			if deleted[[2]uint64{uint64(l), f.FileNum}] {
@@ -146,12 +147,19 @@ func (v *version) apply(e *manifest.Edit, known map[uint64]*tableMeta) (*version
 				continue
 			}
 			nv.levels[l] = append(nv.levels[l], f)
+			in[f.FileNum] = l
 		}
 	}
 	if len(deleted) > 0 {
 		return nil, fmt.Errorf("version edit deletes tables not in the version: %v", deleted)
 	}
 	for _, a := range e.Added {
+		// A table in two places would be deleted from one and then named
+		// by the other: "table named by the manifest is missing".
+		if l, ok := in[a.Meta.FileNum]; ok {
+			return nil, fmt.Errorf("version edit adds table %06d to L%d, but it is in L%d", a.Meta.FileNum, a.Level, l)
+		}
+		in[a.Meta.FileNum] = a.Level
 		t := known[a.Meta.FileNum]
 		if t == nil {
 			t = &tableMeta{FileMetadata: a.Meta}

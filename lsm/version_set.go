@@ -96,8 +96,21 @@ func (vs *versionSet) load() error {
 		return fmt.Errorf("%s: engine format version %d is not supported (this build reads %d)", name, edits[0].FormatVersion, manifest.FormatVersion)
 	}
 	for i, e := range edits {
+		if e.FormatVersion != 0 && e.FormatVersion != manifest.FormatVersion {
+			return base.Corruptf(name, -1, "edit %d: engine format version %d in a manifest of version %d", i, e.FormatVersion, manifest.FormatVersion)
+		}
 		if err := vs.applyLocked(e); err != nil {
 			return base.Corruptf(name, -1, "edit %d: %v", i, err)
+		}
+	}
+	// Entries above lastSeq would be invisible (reads see up to it), and
+	// new writes would reuse their sequence numbers.
+	for l, files := range vs.current.levels {
+		for _, f := range files {
+			if f.LargestSeq > vs.lastSeq {
+				return base.Corruptf(name, -1, "table %06d (L%d) holds sequence numbers up to %d, past the manifest's last, %d",
+					f.FileNum, l, f.LargestSeq, vs.lastSeq)
+			}
 		}
 	}
 	vs.manifestNum = num
