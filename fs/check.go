@@ -95,7 +95,7 @@ type ckInode struct {
 func Check(db *lsm.DB) (Report, error) {
 	snap := db.NewSnapshot()
 	defer snap.Close()
-	c := &checker{snap: snap, inodes: map[uint64]*ckInode{}}
+	c := &checker{snap: snap, inodes: map[uint64]*ckInode{}, uuid: db.UUID()}
 	if err := c.run(); err != nil {
 		return c.r, err
 	}
@@ -108,6 +108,7 @@ type checker struct {
 	bs     uint64
 	bound  uint64
 	inodes map[uint64]*ckInode
+	uuid   [16]byte // the engine's
 }
 
 // scanRange calls fn with every key in [lo, hi) and its value or, if lenFn
@@ -160,6 +161,8 @@ func (c *checker) run() error {
 	if err != nil {
 		r.addf("%v", err)
 		sb.BlockSize = DefaultBlockSize
+	} else if c.uuid != ([16]byte{}) && c.uuid != sb.UUID {
+		r.addf("superblock: filesystem UUID %x, but the engine's is %x (a mount refuses it)", sb.UUID, c.uuid)
 	}
 	c.bs = uint64(sb.BlockSize)
 	if v, err := c.snap.Get(superKey(superNameInodeNext)); err != nil {
@@ -397,6 +400,11 @@ func (c *checker) finish() {
 			case n.Nlink == 0:
 				if in.entries != 0 {
 					r.addf("removed directory %d has %d entries", ino, in.entries)
+				}
+				if in.links != 0 {
+					// Reclaimed as an orphan at the next mount, leaving
+					// its names dangling.
+					r.addf("removed directory %d is named by %d dentries", ino, in.links)
 				}
 			case n.Nlink != 2+in.subdirs:
 				r.addf("directory %d: nlink %d, want 2 + %d subdirectories", ino, n.Nlink, in.subdirs)

@@ -26,7 +26,7 @@ func checkName(name string) error {
 	if len(name) > maxNameLen {
 		return syscall.ENAMETOOLONG
 	}
-	if name == "" || name == "." || name == ".." || strings.IndexByte(name, '/') >= 0 {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 		return syscall.EINVAL
 	}
 	return nil

@@ -120,6 +120,11 @@ func decodeInode(v []byte) (inode, error) {
 	if !validType(n.Mode) {
 		return inode{}, &CorruptError{What: "inode value", Reason: fmt.Sprintf("bad file type in mode %#o", n.Mode)}
 	}
+	if n.Flags != 0 {
+		// Reserved: a later format may give them a meaning only if they
+		// are zero on disk now.
+		return inode{}, &CorruptError{What: "inode value", Reason: fmt.Sprintf("reserved flags %#x", n.Flags)}
+	}
 	return n, nil
 }
 
