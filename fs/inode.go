@@ -124,7 +124,20 @@ func splitNs(ns int64) (uint64, uint32) {
 	return uint64(sec), uint32(nsec)
 }
 
-func joinNs(sec uint64, nsec uint32) int64 { return int64(sec)*1e9 + int64(nsec) }
+// joinNs is the inverse of splitNs. Times outside what int64 nanoseconds
+// hold (years 1677..2262) are clamped to its ends, as the kernel clamps to
+// a filesystem's s_time_min/s_time_max, instead of wrapping around.
+func joinNs(sec uint64, nsec uint32) int64 {
+	const maxSec, minSec = 9_223_372_035, -9_223_372_035
+	switch s := int64(sec); {
+	case s > maxSec:
+		return maxSec * 1e9
+	case s < minSec:
+		return minSec * 1e9
+	default:
+		return s*1e9 + int64(nsec)
+	}
+}
 
 func (f *FS) fillEntry(ino uint64, n *inode, out *fuse.EntryOut) {
 	out.NodeId = ino
@@ -135,8 +148,10 @@ func (f *FS) fillEntry(ino uint64, n *inode, out *fuse.EntryOut) {
 }
 
 // killPriv clears set-user-ID, and set-group-ID when group execution is
-// allowed (a set-group-ID bit without it marks mandatory locking and stays),
-// as a write or chown by an unprivileged caller must.
+// allowed, as a write or chown by an unprivileged caller must. A
+// set-group-ID bit without group execution stays: Linux 6.2 and later clear
+// it too when the caller is outside the file's group, which a FUSE request
+// cannot tell (it carries no supplementary groups).
 func killPriv(mode uint32) uint32 {
 	mode &^= syscall.S_ISUID
 	if mode&syscall.S_IXGRP != 0 {

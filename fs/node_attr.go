@@ -33,7 +33,7 @@ const setattrChanges = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_GID | fuse.
 // change (and by chown with both ids -1, as on ext4).
 func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	ino := in.NodeId
-	n, err := f.setattr(ino, in)
+	n, err := f.setattr(ino, in, in.Caller)
 	if err != nil {
 		return f.errno("setattr", ino, err)
 	}
@@ -42,7 +42,7 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 	return fuse.OK
 }
 
-func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn) (inode, error) {
+func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn, caller fuse.Caller) (inode, error) {
 	valid := in.Valid
 	if valid&setattrChanges == 0 && valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER) != 0 {
 		return f.stat(ino)
@@ -81,8 +81,14 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn) (inode, error) {
 		n.Gid = in.Gid
 	}
 	chown := valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0
-	if !n.isDir() && (chown || valid&(fuse.FATTR_KILL_SUIDGID|fuse.FATTR_SIZE) != 0) {
-		killMode := chown && valid&fuse.FATTR_MODE == 0 || valid&fuse.FATTR_KILL_SUIDGID != 0
+	// chown(f, -1, -1) arrives with no bits at all (the kernel drops the
+	// ATTR_MODE it computed to clear setuid, and sends FATTR_KILL_SUIDGID
+	// only with an id). So does the kernel's remove-privileges step before
+	// a write, also for root when only a capability goes: clear the bits
+	// for a non-root owner only.
+	noIDs := valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER|fuse.FATTR_CTIME) == 0 && caller.Uid != 0 && caller.Uid == n.Uid
+	if !n.isDir() && (chown || noIDs || valid&(fuse.FATTR_KILL_SUIDGID|fuse.FATTR_SIZE) != 0) {
+		killMode := (chown || noIDs) && valid&fuse.FATTR_MODE == 0 || valid&fuse.FATTR_KILL_SUIDGID != 0
 		if err := f.killPrivs(b, ino, &n, killMode); err != nil {
 			return inode{}, err
 		}

@@ -51,7 +51,7 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 	if n.isDir() && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, syscall.EISDIR
 	}
-	if flags&syscall.O_TRUNC != 0 && n.isReg() && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+	if flags&syscall.O_TRUNC != 0 && n.isReg() { // O_RDONLY too: the VFS checked MAY_WRITE, as Linux truncates
 		if err := f.writable(); err != nil {
 			return nil, err
 		}
@@ -332,13 +332,11 @@ func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill bool) error {
 		if err := f.zeroRange(b, ino, &n, off, end); err != nil {
 			return err
 		}
-		n.Mtime = now
 	}
 	if mode&fallocKeepSize == 0 && end > n.Size {
 		n.Size = end
-		n.Mtime = now
 	}
-	n.Ctime = now
+	n.Mtime, n.Ctime = now, now // every mode, as ext4's and XFS's file_modified
 	if err := f.killPrivs(b, ino, &n, kill); err != nil {
 		return err
 	}

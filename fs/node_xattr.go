@@ -78,6 +78,9 @@ func (f *FS) ListXAttr(cancel <-chan struct{}, header *fuse.InHeader, dest []byt
 			it.Close()
 			return 0, f.errno("listxattr", ino, err)
 		}
+		if header.Caller.Uid != 0 && strings.HasPrefix(name, "trusted.") {
+			continue // as ext4: listed to CAP_SYS_ADMIN only (approximated by uid 0)
+		}
 		list = append(append(list, name...), 0)
 	}
 	if err := closeIter(it); err != nil {
@@ -145,6 +148,15 @@ func (f *FS) setXattr(ino uint64, name string, value []byte, flags, extFlags uin
 	case !exists && flags&xattrReplace != 0:
 		return syscall.ENODATA
 	}
+	if !exists && (int(n.Nxattr)+1)*(maxNameLen+1) > maxXattrList {
+		size, err := f.xattrListSize(ino)
+		if err != nil {
+			return err
+		}
+		if size+len(name)+1 > maxXattrList {
+			return syscall.ENOSPC
+		}
+	}
 	b := lsm.NewBatch()
 	b.Set(k, value)
 	if !exists {
@@ -185,4 +197,24 @@ func (f *FS) removeXattr(ino uint64, name string) error {
 	n.Ctime = f.now()
 	putInode(b, ino, &n)
 	return f.db.Apply(b, false)
+}
+
+// maxXattrList is the longest name list listxattr can return
+// (XATTR_LIST_MAX): the kernel fails with E2BIG past it.
+const maxXattrList = 64 << 10
+
+// xattrListSize is the length of ino's listxattr reply.
+func (f *FS) xattrListSize(ino uint64) (int, error) {
+	lo, hi := xattrRange(ino)
+	it := f.db.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
+	size := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		_, name, err := decodeXattrKey(it.Key())
+		if err != nil {
+			it.Close()
+			return 0, err
+		}
+		size += len(name) + 1
+	}
+	return size, closeIter(it)
 }

@@ -400,7 +400,7 @@ func optionTable() []option {
 		kernelFlag("nodev", "refuse opening device nodes (the FUSE default)"),
 		kernelFlag("exec", "allow executing programs (the default)"),
 		kernelFlag("noexec", "refuse executing programs"),
-		kernelFlag("atime", "kernel mount flag atime (the default; shown as relatime)"),
+		kernelFlag("atime", "kernel mount flag atime (the default; shown as relatime); lsmfs itself never updates access times on reads, as noatime"),
 		kernelFlag("noatime", "kernel mount flag noatime"),
 		kernelFlag("sync", "kernel mount flag sync"),
 		kernelFlag("async", "kernel mount flag async (the default)"),
