@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
@@ -87,8 +88,12 @@ func bounds(files []*tableMeta) (lo, hi []byte) {
 // levelTarget is the target size of level l >= 1.
 func (d *DB) levelTarget(l int) uint64 {
 	t := uint64(d.opts.LBaseMaxBytes)
+	m := uint64(d.opts.LevelMultiplier)
 	for i := 1; i < l; i++ {
-		t *= uint64(d.opts.LevelMultiplier)
+		if t > math.MaxUint64/m {
+			return math.MaxUint64 // saturate: a wrapped target made the level always "full"
+		}
+		t *= m
 	}
 	return t
 }
@@ -105,6 +110,13 @@ func (d *DB) pickLocked() *compaction {
 // targets, and compacts the worst level into the next.
 func (d *DB) pickLeveledLocked() *compaction {
 	v := d.mu.versions.current
+	if len(v.levels[0]) >= d.opts.L0StopWritesTrigger {
+		// Writers are stalled until L0 shrinks: an L1 over its target
+		// (as every L0 compaction leaves it) must not go first.
+		if c := d.setupCompactionLocked(0, v.levels[0], "l0-stall"); c != nil {
+			return c
+		}
+	}
 	bestLevel, bestScore := -1, 1.0
 	if n := len(v.levels[0]); n > 0 && !anyCompacting(v.levels[0]) {
 		if s := float64(n) / float64(d.opts.L0CompactionTrigger); s >= bestScore {
@@ -303,7 +315,10 @@ func (d *DB) runCompaction(c *compaction) error {
 }
 
 // Compact compacts every table overlapping [start, end] (nil: open) down
-// to the lowest level that holds data, after flushing the memtables.
+// to the lowest level that holds data, after flushing the memtables; then it
+// rewrites the tables of that lowest level that hold deletions (point or
+// range): nothing lies below them, so the rewrite drops the deletions and
+// what they delete, kept there while a snapshot needed them.
 func (d *DB) Compact(start, end []byte) error {
 	if d.opts.ReadOnly {
 		return ErrReadOnly
@@ -322,7 +337,10 @@ func (d *DB) Compact(start, end []byte) error {
 		d.mu.cond.Wait()
 	}
 	if d.opts.Compaction == CompactionTiered {
-		return d.compactAllRunsLocked()
+		if err := d.compactAllRunsLocked(); err != nil {
+			return err
+		}
+		return d.compactBottomLocked(start, end)
 	}
 	for level := 0; level < numLevels-1; level++ {
 		if d.mu.closed {
@@ -332,13 +350,7 @@ func (d *DB) Compact(start, end []byte) error {
 			return d.mu.bgErr
 		}
 		v := d.mu.versions.current
-		deepest := 0
-		for l := numLevels - 1; l > 0; l-- {
-			if len(v.levels[l]) > 0 {
-				deepest = l
-				break
-			}
-		}
+		deepest := v.deepestLevel()
 		inputs := v.overlaps(level, start, end)
 		// Tables of level >= 1 go down until the deepest level with data
 		// (that last step merges them with it and drops deleted data).
@@ -353,21 +365,108 @@ func (d *DB) Compact(start, end []byte) error {
 			return fmt.Errorf("lsm: manual compaction of L%d: inputs busy", level)
 		}
 		c.move = false
-		d.startCompactionLocked(c)
-		d.mu.Unlock()
-		err := d.runCompaction(c)
-		d.purgeObsolete()
-		d.mu.Lock()
-		d.finishCompactionLocked(c)
-		if err != nil {
-			if isRetryable(err) {
-				return fmt.Errorf("compaction %s: %w", c, noSpace(err))
-			}
-			d.mu.Unlock()
-			d.setBackgroundError(fmt.Errorf("compaction %s: %w", c, err))
-			d.mu.Lock()
-			return d.failure(err)
+		if err := d.runManualLocked(c); err != nil {
+			return err
 		}
 	}
+	return d.compactBottomLocked(start, end)
+}
+
+// deepestLevel is the deepest level below L0 that holds tables, or 0.
+func (v *version) deepestLevel() int {
+	for l := numLevels - 1; l > 0; l-- {
+		if len(v.levels[l]) > 0 {
+			return l
+		}
+	}
+	return 0
+}
+
+// runManualLocked runs compaction c for Compact. d.mu is held; it is
+// released while the compaction runs.
+func (d *DB) runManualLocked(c *compaction) error {
+	d.startCompactionLocked(c)
+	d.mu.Unlock()
+	err := d.runCompaction(c)
+	d.purgeObsolete()
+	d.mu.Lock()
+	d.finishCompactionLocked(c)
+	if err != nil {
+		if isRetryable(err) { // out of space: not fatal
+			return fmt.Errorf("compaction %s: %w", c, noSpace(err))
+		}
+		d.mu.Unlock()
+		d.setBackgroundError(fmt.Errorf("compaction %s: %w", c, err))
+		d.mu.Lock()
+		return d.failure(err)
+	}
 	return nil
+}
+
+// compactBottomLocked rewrites in place, one at a time, the tables of the
+// deepest level overlapping [start, end] that hold deletions or range
+// tombstones. Tables of one level are disjoint, tombstones included, and
+// none lies below, so each rewrite may drop every deletion and version no
+// snapshot needs. One table at a time needs free space for one table only
+// (Compact reclaims space on a full disk). Tables written by this pass are
+// not taken again: with a snapshot still open, their deletions stay. d.mu
+// is held; it is released while reading table properties and compacting.
+func (d *DB) compactBottomLocked(start, end []byte) error {
+	limit := d.mu.versions.nextFileNum // tables written from here on are this pass's
+	seen := map[uint64]bool{}
+	for {
+		if d.mu.closed {
+			return ErrClosed
+		}
+		if d.mu.bgErr != nil {
+			return d.mu.bgErr
+		}
+		v := d.mu.versions.current
+		level := v.deepestLevel()
+		if level == 0 {
+			return nil
+		}
+		var pick *tableMeta
+		for _, f := range v.overlaps(level, start, end) {
+			if f.FileNum >= limit || seen[f.FileNum] || f.compacting {
+				continue
+			}
+			seen[f.FileNum] = true
+			d.mu.Unlock()
+			garbage, err := d.holdsDeletions(f.FileNum)
+			d.mu.Lock()
+			if err != nil {
+				return err
+			}
+			if garbage && !f.compacting && slices.Contains(d.mu.versions.current.levels[level], f) {
+				pick = f
+				break
+			}
+		}
+		if pick == nil {
+			return nil
+		}
+		c := &compaction{
+			inputs:      []compactionLevel{{level, []*tableMeta{pick}}},
+			outputLevel: level,
+			elide:       true,
+			reason:      "manual-bottom",
+		}
+		c.smallest, c.largest = bounds(c.inputs[0].files)
+		if err := d.runManualLocked(c); err != nil {
+			return err
+		}
+	}
+}
+
+// holdsDeletions reports whether table n holds point deletions or range
+// tombstones (from its properties).
+func (d *DB) holdsDeletions(n uint64) (bool, error) {
+	rd, release, err := d.tableCache.get(n)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	p := rd.Properties()
+	return p.NumDeletions > 0 || p.NumRangeTombstones > 0, nil
 }

@@ -136,20 +136,5 @@ func (d *DB) compactAllRunsLocked() error {
 		return fmt.Errorf("lsm: manual compaction: inputs busy")
 	}
 	c.outputLevel = numLevels - 1
-	d.startCompactionLocked(c)
-	d.mu.Unlock()
-	err := d.runCompaction(c)
-	d.purgeObsolete()
-	d.mu.Lock()
-	d.finishCompactionLocked(c)
-	if err != nil {
-		if isRetryable(err) { // out of space: not fatal, as in the leveled style
-			return fmt.Errorf("compaction %s: %w", c, noSpace(err))
-		}
-		d.mu.Unlock()
-		d.setBackgroundError(fmt.Errorf("compaction %s: %w", c, err))
-		d.mu.Lock()
-		return d.failure(err)
-	}
-	return nil
+	return d.runManualLocked(c)
 }
