@@ -181,7 +181,9 @@ func (o *Options) EnsureDefaults() *Options {
 		o.L0CompactionTrigger = 4
 	}
 	if o.L0StopWritesTrigger == 0 {
-		o.L0StopWritesTrigger = 20
+		// Room above the compaction trigger for L0 to fill while a
+		// compaction runs, also for a trigger set high (l0_trigger).
+		o.L0StopWritesTrigger = max(20, 2*o.L0CompactionTrigger+4)
 	}
 	if o.LBaseMaxBytes == 0 {
 		o.LBaseMaxBytes = 64 << 20

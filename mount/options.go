@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -443,9 +444,20 @@ func engineOption(set func(c *Config, val string) error) func(c *Config, val str
 		}
 		o := c.EngineOptions(nil)
 		o.EnsureDefaults()
-		return o.Validate()
+		if err := o.Validate(); err != nil {
+			return invalidEngineOptions{err}
+		}
+		return nil
 	}
 }
+
+// invalidEngineOptions is an engine option whose value the engine refuses
+// with the options parsed so far. ParseOptions reports it only if the whole
+// list is refused too: a later option may lift the limit (memtable_size
+// after inmemory_flush_size), and fstab users write options in any order.
+type invalidEngineOptions struct{ error }
+
+func (e invalidEngineOptions) Unwrap() error { return e.error }
 
 // ParseOptions parses one or more comma-separated option lists (the values
 // of -o flags, in order) into a Config. A later option overrides an earlier
@@ -453,15 +465,30 @@ func engineOption(set func(c *Config, val string) error) func(c *Config, val str
 // option is reported by name.
 func ParseOptions(lists ...string) (Config, error) {
 	var c Config
+	var deferred error // the first invalidEngineOptions
 	table := optionTable()
 	for _, list := range lists {
 		for _, item := range splitOptions(list) {
 			if item == "" {
 				continue
 			}
-			if err := c.apply(table, item); err != nil {
+			err := c.apply(table, item)
+			var invalid invalidEngineOptions
+			switch {
+			case errors.As(err, &invalid):
+				if deferred == nil {
+					deferred = err
+				}
+			case err != nil:
 				return Config{}, err
 			}
+		}
+	}
+	if deferred != nil {
+		o := c.EngineOptions(nil)
+		o.EnsureDefaults()
+		if err := o.Validate(); err != nil {
+			return Config{}, deferred
 		}
 	}
 	return c, nil

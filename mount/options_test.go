@@ -86,7 +86,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"tier_ratio=x", `"tier_ratio=x"`},
 		{"inmemory_flush_size=0", `"inmemory_flush_size=0"`},
 		{"l0_trigger=0", `"l0_trigger=0"`},
-		{"l0_trigger=100", `"l0_trigger=100"`}, // above the stop-writes trigger
+		{"inmemory_flush_size=128M,memtable_size=64M", `"inmemory_flush_size=128M"`}, // above the memtable size
 		{"level_ratio=1", `"level_ratio=1"`},
 		{"compaction_concurrency=x", `"compaction_concurrency=x"`},
 		{"journal=", `"journal="`},
@@ -191,5 +191,23 @@ func TestFUSEOptions(t *testing.T) {
 	eo := cfg.EngineOptions(nil)
 	if !eo.ReadOnly {
 		t.Errorf("EngineOptions: not read-only")
+	}
+}
+
+// TestOptionOrder: options whose limits depend on each other are accepted in
+// any order (fstab users write them in any order): inmemory_flush_size above
+// the default memtable size was refused before a later memtable_size raised
+// it. l0_trigger has no bound from the stop-writes trigger, which no option
+// sets (compaction review).
+func TestOptionOrder(t *testing.T) {
+	for _, opts := range []string{
+		"inmemory_flush_size=128M,memtable_size=256M",
+		"memtable_size=256M,inmemory_flush_size=128M",
+		"l0_trigger=20",
+		"compaction=tiered,l0_trigger=64",
+	} {
+		if _, err := mount.ParseOptions(opts); err != nil {
+			t.Errorf("ParseOptions(%q): %v", opts, err)
+		}
 	}
 }
