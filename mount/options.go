@@ -280,7 +280,7 @@ func optionTable() []option {
 		{
 			OptionDoc: OptionDoc{Name: "l0_trigger", Arg: "N", Group: GroupLsmfs,
 				Default: strconv.Itoa(def.L0CompactionTrigger),
-				Usage:   "number of level-0 tables that starts a level-0 compaction"},
+				Usage:   "number of level-0 tables that starts a level-0 compaction; writes stall at max(20, 2N+4)"},
 			apply: engineOption(func(c *Config, val string) error {
 				n, err := parsePositive(val)
 				c.L0Trigger = n
