@@ -137,7 +137,10 @@ func decodeFrameHeader(b []byte, maxLen int64) (frameHeader, error) {
 		return h, fmt.Errorf("%w: lengths raw=%d stored=%d count=%d", ErrInvalidFrame, h.rawLen, h.storedLen, h.count)
 	case h.flags&flagLZ4 == 0 && h.storedLen != h.rawLen:
 		return h, fmt.Errorf("%w: uncompressed frame with raw=%d stored=%d", ErrInvalidFrame, h.rawLen, h.storedLen)
-	case h.flags&flagLZ4 != 0 && (h.storedLen == 0 || h.storedLen >= h.rawLen):
+	case h.flags&flagLZ4 != 0 && (h.storedLen == 0 || h.storedLen >= h.rawLen ||
+		uint64(h.rawLen) > maxLZ4Ratio*uint64(h.storedLen)+64):
+		// LZ4 expands a block at most about 255-fold: a larger raw length
+		// is damage, and must not size the decompression buffer.
 		return h, fmt.Errorf("%w: compressed frame with raw=%d stored=%d", ErrInvalidFrame, h.rawLen, h.storedLen)
 	case h.len() > maxLen || frameLen(int(h.rawLen)) > maxLen:
 		// The writer never builds a frame whose raw form would exceed a
@@ -147,6 +150,10 @@ func decodeFrameHeader(b []byte, maxLen int64) (frameHeader, error) {
 	}
 	return h, nil
 }
+
+// maxLZ4Ratio bounds how many times larger than its LZ4 block a payload can
+// be (LZ4's limit is about 255).
+const maxLZ4Ratio = 256
 
 // verifyFrame checks the checksum of the frame in b (at least h.len() bytes,
 // or at least header plus stored payload).
