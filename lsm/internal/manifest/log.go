@@ -124,11 +124,20 @@ func ReadAll(name string, data []byte) ([]*Edit, error) {
 
 // validRecordAfter reports whether a whole, checksummed record starts at some
 // offset >= from: then a bad header before it sat in the middle of the log.
+// Random bytes pass a header checksum once in 2^32 offsets; after
+// maxCandidates that do without a valid payload (crafted input, whose
+// payload checksums would otherwise cost time quadratic in the log's
+// length), the log counts as damaged in the middle.
 func validRecordAfter(data []byte, from int) bool {
+	const maxCandidates = 64
+	candidates := 0
 	for off := from; off+recordHdrLen <= len(data); off++ {
 		rest := data[off:]
 		if crc32.Checksum(rest[:8], castagnoli) != binary.LittleEndian.Uint32(rest[8:]) {
 			continue
+		}
+		if candidates++; candidates > maxCandidates {
+			return true
 		}
 		n := int(binary.LittleEndian.Uint32(rest))
 		if n > maxRecordSize || recordHdrLen+n > len(rest) {
