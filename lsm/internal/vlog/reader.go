@@ -32,6 +32,10 @@ type Reader struct {
 	mu struct {
 		sync.Mutex
 		files map[uint64]vfs.File
+		// forgotten holds the segments Forget closed: they are being
+		// removed, and a late reader must not open them again (its handle
+		// would keep the removed file's space until Close).
+		forgotten map[uint64]bool
 	}
 }
 
@@ -40,6 +44,7 @@ type Reader struct {
 func NewReader(fs vfs.FS, dir string, cache *blockcache.Cache, ns uint64) *Reader {
 	r := &Reader{fs: fs, dir: dir, cache: cache, ns: ns}
 	r.mu.files = map[uint64]vfs.File{}
+	r.mu.forgotten = map[uint64]bool{}
 	return r
 }
 
@@ -48,6 +53,9 @@ func (r *Reader) file(seg uint64) (vfs.File, error) {
 	defer r.mu.Unlock()
 	if f := r.mu.files[seg]; f != nil {
 		return f, nil
+	}
+	if r.mu.forgotten[seg] {
+		return nil, fmt.Errorf("vlog: segment %s was removed: %w", FileName(seg), fs.ErrNotExist)
 	}
 	f, err := r.fs.Open(vfs.Join(r.dir, FileName(seg)))
 	if err != nil {
@@ -187,11 +195,13 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	return 0, nil
 }
 
-// Forget closes a segment's file (before it is deleted).
+// Forget closes a segment's file (before it is deleted); reads of the
+// segment fail from then on as if it were missing.
 func (r *Reader) Forget(seg uint64) {
 	r.mu.Lock()
 	f := r.mu.files[seg]
 	delete(r.mu.files, seg)
+	r.mu.forgotten[seg] = true
 	r.mu.Unlock()
 	if f != nil {
 		f.Close()

@@ -316,3 +316,28 @@ func TestSyncWrittenLeavesBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestForgottenSegmentStaysClosed: a read of a segment after Forget (the
+// cleaner removes it next) fails as if it were missing. It reopened the
+// file and kept the handle, so the removed segment's space stayed in use
+// until Close (read-path review).
+func TestForgottenSegmentStaysClosed(t *testing.T) {
+	fs := vfs.NewMem()
+	w, _ := newTestWriter(t, fs, 64<<10)
+	p, err := w.Append([]byte("k"), []byte("value"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(fs, "/d", nil, 0)
+	defer r.Close()
+	if _, err := r.Read(p); err != nil {
+		t.Fatal(err)
+	}
+	r.Forget(p.Segment)
+	if v, err := r.Read(p); err == nil {
+		t.Fatalf("read of a forgotten segment succeeded (%q): it was reopened", v)
+	}
+}
