@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/lsmfs/lsmfs/blockcache"
 	"github.com/lsmfs/lsmfs/journal"
@@ -40,6 +41,9 @@ type DB struct {
 	}
 	// visibleSeq is the highest sequence number readers may see.
 	visibleSeq atomic.Uint64
+	// reads counts the reads in progress (Get, iterator moves): Close
+	// closes the tables, value log and cache after the last one.
+	reads readGate
 
 	mu struct {
 		sync.Mutex
@@ -434,6 +438,10 @@ func (d *DB) GetNoCache(key []byte) ([]byte, error) {
 }
 
 func (d *DB) get(key []byte, fill bool) ([]byte, error) {
+	if !d.reads.enter() {
+		return nil, ErrClosed
+	}
+	defer d.reads.exit()
 	v, err := d.getCurrent(key, fill)
 	if errors.Is(err, errSegmentGone) {
 		// The value moved while we read it: read the current version.
@@ -445,6 +453,10 @@ func (d *DB) get(key []byte, fill bool) ([]byte, error) {
 // ValueLen returns the length of key's value without reading a value that
 // lives in the value log, or ErrNotFound.
 func (d *DB) ValueLen(key []byte) (int, error) {
+	if !d.reads.enter() {
+		return 0, ErrClosed
+	}
+	defer d.reads.exit()
 	rs := d.loadReadState()
 	defer rs.unref()
 	kind, raw, found, err := d.getInternal(rs, key, d.visibleSeq.Load())
@@ -597,6 +609,10 @@ func (d *DB) resolveValue(k base.InternalKey, v []byte) ([]byte, error) {
 
 // NewIter returns an iterator over the current state.
 func (d *DB) NewIter(o *IterOptions) *Iterator {
+	if !d.reads.enter() {
+		return d.newIterAt(&readState{}, o, 0, false) // fails with ErrClosed
+	}
+	defer d.reads.exit()
 	if d.vlogR == nil {
 		// The read state before the sequence number (see getCurrent).
 		rs := d.loadReadState()
@@ -743,4 +759,34 @@ func (d *DB) Dir() string { return d.dirname }
 // the engine's directory (for statfs).
 func (d *DB) DiskUsage() (total, free uint64, err error) {
 	return d.opts.FS.Usage(d.dirname)
+}
+
+// readGate counts the reads in progress, so that Close can wait for them
+// before it closes what they read (tables, value-log segments, the block
+// cache: a read racing Close panicked in the cache or failed with "file
+// already closed"); reads that come after fail with ErrClosed.
+type readGate struct{ n atomic.Int64 }
+
+// gateClosed is added to the count when the gate closes.
+const gateClosed = 1 << 40
+
+// enter starts a read; false once the gate is closed.
+func (g *readGate) enter() bool {
+	if g.n.Add(1) >= gateClosed {
+		g.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+// exit ends a read started by enter.
+func (g *readGate) exit() { g.n.Add(-1) }
+
+// close refuses new reads and waits for those in progress, which are short:
+// no read waits for anything Close holds.
+func (g *readGate) close() {
+	g.n.Add(gateClosed)
+	for g.n.Load() != gateClosed {
+		time.Sleep(20 * time.Microsecond)
+	}
 }

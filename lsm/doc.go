@@ -25,7 +25,10 @@
 // sequence assignment and memtable insertion (commit mutex) but share journal
 // forces (group commit). Readers take no locks beyond a brief read-state
 // reference. Iterators and Snapshots are not safe for concurrent use by
-// themselves, but any number may exist.
+// themselves, but any number may exist. Close waits for the reads in
+// progress (a Get, an iterator's move or value read) before it closes the
+// tables, value log and cache they read; reads after it, and every move of
+// an iterator left open, fail with ErrClosed.
 //
 // # Failures
 //

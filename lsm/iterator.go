@@ -153,9 +153,10 @@ func (it *Iterator) findPrev() bool {
 
 // SeekGE moves to the first key >= key.
 func (it *Iterator) SeekGE(key []byte) bool {
-	if it.closed || it.err != nil {
+	if !it.enter() {
 		return false
 	}
+	defer it.db.reads.exit()
 	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
 		key = it.lower
 	}
@@ -165,9 +166,10 @@ func (it *Iterator) SeekGE(key []byte) bool {
 
 // SeekLT moves to the last key < key.
 func (it *Iterator) SeekLT(key []byte) bool {
-	if it.closed || it.err != nil {
+	if !it.enter() {
 		return false
 	}
+	defer it.db.reads.exit()
 	if it.upper != nil && bytes.Compare(key, it.upper) > 0 {
 		key = it.upper
 	}
@@ -177,33 +179,36 @@ func (it *Iterator) SeekLT(key []byte) bool {
 
 // First moves to the first key.
 func (it *Iterator) First() bool {
-	if it.closed || it.err != nil {
-		return false
-	}
 	if it.lower != nil {
 		return it.SeekGE(it.lower)
 	}
+	if !it.enter() {
+		return false
+	}
+	defer it.db.reads.exit()
 	it.iter.First()
 	return it.findNext()
 }
 
 // Last moves to the last key.
 func (it *Iterator) Last() bool {
-	if it.closed || it.err != nil {
-		return false
-	}
 	if it.upper != nil {
 		return it.SeekLT(it.upper)
 	}
+	if !it.enter() {
+		return false
+	}
+	defer it.db.reads.exit()
 	it.iter.Last()
 	return it.findPrev()
 }
 
 // Next moves to the next key.
 func (it *Iterator) Next() bool {
-	if !it.valid {
+	if !it.valid || !it.enter() {
 		return false
 	}
+	defer it.db.reads.exit()
 	if !it.forward {
 		// Step past the current key from the other side.
 		it.iter.SeekGE(append(it.key, 0))
@@ -217,13 +222,29 @@ func (it *Iterator) Next() bool {
 
 // Prev moves to the previous key.
 func (it *Iterator) Prev() bool {
-	if !it.valid {
+	if !it.valid || !it.enter() {
 		return false
 	}
+	defer it.db.reads.exit()
 	if it.forward {
 		it.iter.SeekLT(it.key)
 	}
 	return it.findPrev()
+}
+
+// enter starts a move or a value read: false, with the iterator no longer
+// on a key, if it is closed, has failed, or its DB is closed (ErrClosed).
+// After true, the caller calls it.db.reads.exit.
+func (it *Iterator) enter() bool {
+	if it.closed || it.err != nil {
+		it.valid = false
+		return false
+	}
+	if !it.db.reads.enter() {
+		it.err, it.valid = ErrClosed, false
+		return false
+	}
+	return true
 }
 
 func (it *Iterator) setRaw(kind base.Kind, raw []byte) {
@@ -247,6 +268,12 @@ func (it *Iterator) Value() []byte {
 		return nil
 	}
 	if !it.resolved {
+		if it.rawKind == base.KindValuePointer {
+			if !it.enter() {
+				return nil
+			}
+			defer it.db.reads.exit()
+		}
 		it.resolved = true
 		if it.rawKind == base.KindValuePointer {
 			v, err := it.db.readPointer(it.raw)
@@ -290,6 +317,11 @@ func (it *Iterator) Each(skip func(key []byte) bool, fn func(key, value []byte) 
 	if it.closed {
 		return ErrClosed
 	}
+	if !it.db.reads.enter() {
+		it.fail(ErrClosed)
+		return ErrClosed
+	}
+	defer it.db.reads.exit()
 	var (
 		ptrs []vlog.Pointer
 		keys []byte // the run's keys, back to back

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/lsmfs/lsmfs/blockcache"
 	"github.com/lsmfs/lsmfs/journal"
@@ -155,6 +155,9 @@ func openExternalJournal(path string, create bool, size int64) (journal.Device, 
 	return journal.OpenFile(path)
 }
 
+// cacheNamespaces numbers the engines that share a block cache.
+var cacheNamespaces atomic.Uint64
+
 // Open opens the engine in dir.
 func Open(dir string, opts *Options) (*DB, error) {
 	return open(dir, opts, nil)
@@ -236,9 +239,11 @@ func open(dir string, opts *Options, lock io.Closer) (*DB, error) {
 		// A cache shared with other engines: keys are (file number,
 		// offset), and file numbers are per engine, so this engine's file
 		// numbers get high bits of their own (file numbers stay far below
-		// 2^40).
+		// 2^40). A counter, not random bits: no two engines of the
+		// process share a namespace (the cache's blocks are not checked
+		// again).
 		d.cache = o.Cache
-		d.cacheNS = (rand.Uint64() | 1) << 40
+		d.cacheNS = cacheNamespaces.Add(1) << 40
 	} else if o.CacheSize > 0 {
 		var err error
 		if d.cache, err = blockcache.New(o.CacheSize); err != nil {
@@ -557,6 +562,9 @@ func (d *DB) Close() error {
 			errs = append(errs, fmt.Errorf("close journal: %w", err))
 		}
 	}
+	// Reads in progress end before what they read is closed; later ones
+	// fail with ErrClosed.
+	d.reads.close()
 	d.mu.Lock()
 	if err := d.mu.versions.close(); err != nil {
 		errs = append(errs, err)

@@ -59,6 +59,10 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	if !s.db.reads.enter() {
+		return nil, ErrClosed
+	}
+	defer s.db.reads.exit()
 	rs := s.db.loadReadState()
 	defer rs.unref()
 	return s.db.getAt(rs, key, s.seq, true)
@@ -69,6 +73,10 @@ func (s *Snapshot) NewIter(o *IterOptions) *Iterator {
 	// Registered on its own: the iterator may outlive the snapshot, and the
 	// value-log cleaner must keep what it reads.
 	d := s.db
+	if !d.reads.enter() {
+		return d.newIterAt(&readState{}, o, 0, false) // fails with ErrClosed
+	}
+	defer d.reads.exit()
 	rs := d.loadReadState()
 	registered := false
 	if d.vlogR != nil {
