@@ -103,8 +103,8 @@ func TestXattrNamesBounded(t *testing.T) {
 	}
 }
 
-// Every fallocate mode moves mtime and ctime on ext4 and XFS (both call
-// file_modified()); lsmfs moves only ctime for mode 0 inside the size and
+// Every fallocate mode moves mtime and ctime, as on ext4 and XFS (both call
+// file_modified()); lsmfs moved only ctime for mode 0 inside the size and
 // for KEEP_SIZE.
 func TestFallocateMovesMtime(t *testing.T) {
 	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
@@ -121,11 +121,10 @@ func TestFallocateMovesMtime(t *testing.T) {
 	e.release(ino, fh)
 }
 
-
-// Times are stored as int64 nanoseconds (years 1677..2262); joinNs
-// multiplies seconds by 1e9 without a bound, so utimensat to 2300-01-01
-// (touch -d 2300-01-01, tar of a file with a far-future mtime) wraps to
-// 1715. ext4 clamps to its range (1901..2446) instead.
+// Times are stored as int64 nanoseconds (years 1677..2262): a time outside
+// is clamped to that range, as ext4 clamps to its own (1901..2446). joinNs
+// wrapped: utimensat to 2300-01-01 (touch -d, tar of a file with a
+// far-future mtime) stored 1715.
 func TestFarTimesDoNotWrap(t *testing.T) {
 	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
 	ino, fh := e.mustCreate(1, "f")

@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -143,8 +144,17 @@ func (f *FS) fillEntry(ino uint64, n *inode, out *fuse.EntryOut) {
 	out.NodeId = ino
 	out.Generation = generation
 	out.SetEntryTimeout(timeout(f.opts.EntryTimeout))
-	out.SetAttrTimeout(timeout(f.opts.AttrTimeout))
+	out.SetAttrTimeout(attrTimeout(f.opts.AttrTimeout, n))
 	f.fillAttr(ino, n, &out.Attr)
+}
+
+// attrTimeout is how long the kernel may cache n's attributes: d, or 0 for
+// an estimate (n.estimated).
+func attrTimeout(d time.Duration, n *inode) time.Duration {
+	if n.estimated {
+		return 0
+	}
+	return timeout(d)
 }
 
 // killPriv clears set-user-ID, and set-group-ID when group execution is

@@ -17,7 +17,7 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 		return f.errno("getattr", in.NodeId, err)
 	}
 	f.fillAttr(in.NodeId, &n, &out.Attr)
-	out.SetTimeout(timeout(f.opts.AttrTimeout))
+	out.SetTimeout(attrTimeout(f.opts.AttrTimeout, &n))
 	return fuse.OK
 }
 

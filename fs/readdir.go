@@ -10,7 +10,10 @@ package fs
 // the directory meanwhile, and seekdir to any earlier cookie works.
 // Sequential reads resume after the last key returned; a seek elsewhere
 // re-walks the snapshot from the start. Only the snapshot and one key are
-// held between calls: memory does not grow with the directory.
+// held between calls: memory does not grow with the directory. Once the
+// listing is read to its end the snapshot is released (an open snapshot
+// keeps what it sees, deleted files included); a later read from offset 0,
+// or from a cookie other than the end, takes a new one.
 
 import (
 	"bytes"
@@ -27,10 +30,15 @@ type dirHandle struct {
 	mu     sync.Mutex
 	ino    uint64
 	parent uint64        // ".." as of the snapshot
-	snap   *lsm.Snapshot // nil until the first read
+	snap   *lsm.Snapshot // nil until the first read, and after the end
 	gen    uint64        // f.locks.dirGen(ino) when snap was taken
 	pos    uint64        // position of the next entry
 	last   []byte        // key of the entry at pos-1 (pos > 2)
+	// end: the listing was read to its end, at pos, and its snapshot
+	// released: an open snapshot keeps every version it sees, so a
+	// directory handle left open (a file manager, a watcher) kept the
+	// space of files deleted since.
+	end bool
 }
 
 // OpenDir opens a directory.
@@ -94,7 +102,12 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) error {
 	dh.mu.Lock()
 	defer dh.mu.Unlock()
 	off := in.Offset
+	if dh.snap == nil && dh.end && off == dh.pos {
+		return nil // the end again (how the kernel learns it)
+	}
 	if dh.snap == nil || off == 0 && dh.pos != 0 {
+		// A read after the end from elsewhere than the end re-walks a new
+		// snapshot: entries created or removed since move the positions.
 		if err := f.refresh(dh); err != nil {
 			return err
 		}
@@ -153,7 +166,15 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) error {
 		dh.pos++
 		dh.last = append(dh.last[:0], it.Key()...)
 	}
-	return closeIter(it)
+	if err := closeIter(it); err != nil {
+		return err
+	}
+	if !ok {
+		// Every entry is listed: let go of the snapshot.
+		dh.snap.Close()
+		dh.snap, dh.end = nil, true
+	}
+	return nil
 }
 
 // lookupForPlus fills eo for entry name -> child of readdirplus. Unless the
@@ -194,7 +215,7 @@ func (f *FS) refresh(dh *dirHandle) error {
 		snap.Close()
 		return withKey(err, inodeKey(dh.ino))
 	}
-	dh.snap, dh.parent, dh.pos, dh.last = snap, n.Parent, 0, nil
+	dh.snap, dh.parent, dh.pos, dh.last, dh.end = snap, n.Parent, 0, nil, false
 	return nil
 }
 

@@ -166,6 +166,11 @@ func TestReaddirPlus(t *testing.T) {
 	if outs[2].NodeId != a || outs[2].Size != 5 || outs[2].Mode != syscall.S_IFREG|0o644 || outs[3].NodeId != b {
 		t.Fatalf("attrs %+v", outs[2:])
 	}
+	// Rewound, and read short of the end so that the snapshot stays.
+	ents, _, _ = e.readdirAt(d, dfh, 0, 3*readdirPlusEntrySize, true)
+	if len(ents) != 3 {
+		t.Fatalf("a read of 3 entries' room returned %d", len(ents))
+	}
 	// After a change the snapshot is stale: a renamed entry gets no
 	// attributes (no kernel dentry), an untouched one still does.
 	if err := e.rename(d, "b", d, "c", 0); err != 0 {
@@ -178,3 +183,8 @@ func TestReaddirPlus(t *testing.T) {
 	e.releasedir(d, dfh)
 	e.release(a, fh)
 }
+
+// readdirPlusEntrySize is the room a READDIRPLUS entry with a one-letter
+// name takes in the reply: its fuse_entry_out (128 bytes) and fuse_dirent
+// (24 bytes and the name, padded to 8).
+const readdirPlusEntrySize = 128 + 24 + 8

@@ -75,6 +75,12 @@ type inode struct {
 	Ctime  int64
 	Btime  int64
 	Nxattr uint32
+
+	// estimated (not stored): Stored leaves out buffered blocks whose
+	// stored length is unknown until the write buffer is flushed, so the
+	// attributes must not be cached by the kernel (the flush changes
+	// st_blocks and nothing tells the kernel).
+	estimated bool
 }
 
 func (n *inode) isDir() bool     { return n.Mode&syscall.S_IFMT == syscall.S_IFDIR }

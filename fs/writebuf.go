@@ -93,7 +93,8 @@ func (wb *writeBuffer) overlay(n *inode) {
 	n.Ctime = max(n.Ctime, wb.mtime)
 	for _, b := range wb.blocks {
 		if b.unknownOld {
-			continue // the stored block's length is not known before the flush
+			n.estimated = true // the stored block's length is not known before the flush
+			continue
 		}
 		n.Stored += uint64(len(b.data) - max(b.oldLen, 0))
 	}
