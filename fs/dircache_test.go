@@ -1,6 +1,7 @@
 package fs_test
 
 import (
+	"syscall"
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -67,4 +68,52 @@ func TestEstimatedBlocksNotCached(t *testing.T) {
 	if out.Blocks != final && out.AttrValid > 0 {
 		t.Errorf("GETATTR while open: blocks %d, cacheable for %ds; after close the file has %d blocks and the kernel is not told", out.Blocks, out.AttrValid, final)
 	}
+}
+
+// TestDeletedNodeTheKernelHolds: the kernel may hold a node (a working
+// directory, an O_PATH descriptor: a lookup, no open handle) whose last name
+// is removed; until it forgets the node, GETATTR answers with nlink 0 and a
+// removed directory opens, as on ext4. lsmfs answered ENOENT (directory
+// review). After FORGET the node is gone.
+func TestDeletedNodeTheKernelHolds(t *testing.T) {
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+	ino, fh := e.mustCreate(1, "f")
+	e.release(ino, fh)
+	e.mustLookup(1, "f")
+	wantErr(t, "unlink", e.unlink(1, "f"), 0)
+	a, err := e.getattr(ino)
+	if err != 0 || a.Nlink != 0 || a.Mode != syscall.S_IFREG|0o644 {
+		t.Errorf("getattr of a held, unlinked file: nlink %d mode %#o, err %v; want nlink 0, no error", a.Nlink, a.Mode, err)
+	}
+	e.raw.Forget(ino, 1)
+	if _, err := e.getattr(ino); err != syscall.ENOENT {
+		t.Errorf("getattr after FORGET: %v, want ENOENT", err)
+	}
+
+	d := e.mustMkdir(1, "d") // a shell's working directory
+	wantErr(t, "rmdir", e.rmdir(1, "d"), 0)
+	if a, err := e.getattr(d); err != 0 || a.Nlink != 0 {
+		t.Errorf("getattr of a removed working directory: nlink %d, err %v; want nlink 0, no error", a.Nlink, err)
+	}
+	dfh, err := e.opendir(d)
+	wantErr(t, "opendir of a removed working directory", err, 0)
+	ents, _, err := e.readdirAt(d, dfh, 0, 4096, false)
+	wantErr(t, "readdir of a removed working directory", err, 0)
+	for _, en := range ents {
+		if en.Name != "." && en.Name != ".." {
+			t.Errorf("a removed directory lists %q", en.Name)
+		}
+	}
+	e.releasedir(d, dfh)
+
+	// Rename over a file the kernel holds.
+	x, xfh := e.mustCreate(1, "x")
+	e.release(x, xfh)
+	y, yfh := e.mustCreate(1, "y")
+	e.release(y, yfh)
+	wantErr(t, "rename", e.rename(1, "x", 1, "y", 0), 0)
+	if a, err := e.getattr(y); err != 0 || a.Nlink != 0 {
+		t.Errorf("getattr of a held file renamed over: nlink %d, err %v; want nlink 0, no error", a.Nlink, err)
+	}
+	e.check()
 }

@@ -35,6 +35,7 @@ type FS struct {
 	locks   lockTable
 	open    openTable
 	handles handleTable
+	ghosts  ghostTable // deleted inodes the kernel may still hold
 
 	// renameMu serializes renames across directories, as the kernel's
 	// s_vfs_rename_mutex does: it keeps the tree still while a rename

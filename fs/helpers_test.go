@@ -171,6 +171,15 @@ func (e *env) getattr(ino uint64) (fuse.Attr, syscall.Errno) {
 	return out.Attr, errno(st)
 }
 
+// forgottenGetattr is getattr's errno for ino once the kernel has forgotten
+// the node (as it does when nothing holds an unlinked node any more): a
+// deleted inode's attributes stay answerable until then (ghosts.go).
+func (e *env) forgottenGetattr(ino uint64) syscall.Errno {
+	e.raw.Forget(ino, 1)
+	_, err := e.getattr(ino)
+	return err
+}
+
 func (e *env) attr(ino uint64) fuse.Attr {
 	e.t.Helper()
 	a, err := e.getattr(ino)

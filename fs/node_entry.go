@@ -40,10 +40,11 @@ func (f *FS) writable() error {
 	return nil
 }
 
-// stat reads ino's attributes including what its write buffer holds.
+// stat reads ino's attributes including what its write buffer holds; a
+// deleted inode the kernel still holds has its last ones (ghosts.go).
 func (f *FS) stat(ino uint64) (inode, error) {
 	if f.open.get(ino) == nil {
-		return f.getInode(ino)
+		return f.getInodeOrGhost(ino)
 	}
 	h := f.locks.rlock(ino)
 	defer h.unlock()
@@ -55,6 +56,17 @@ func (f *FS) stat(ino uint64) (inode, error) {
 		oi.wb.overlay(&n)
 	}
 	return n, nil
+}
+
+// getInodeOrGhost is getInode, falling back on the ghost of a deleted inode.
+func (f *FS) getInodeOrGhost(ino uint64) (inode, error) {
+	n, err := f.getInode(ino)
+	if errors.Is(err, syscall.ENOENT) {
+		if g, ok := f.ghosts.get(ino); ok {
+			return g, nil
+		}
+	}
+	return n, err
 }
 
 // statLocked is stat for a caller holding ino's lock.
@@ -106,9 +118,10 @@ func (f *FS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, 
 	return fuse.OK
 }
 
-// Forget is a no-op: lsmfs keeps no per-lookup state. An inode stays alive
-// while it has a name or an open handle.
-func (f *FS) Forget(nodeid, nlookup uint64) {}
+// Forget drops the ghost of a deleted inode (ghosts.go); lsmfs keeps no
+// other per-lookup state. An inode stays alive while it has a name or an
+// open handle.
+func (f *FS) Forget(nodeid, nlookup uint64) { f.ghosts.forget(nodeid) }
 
 // makeNode creates an inode of the given mode named name in parent, with its
 // entry, its inherited ACLs and the parent's update, in one batch. umask is
@@ -390,6 +403,7 @@ func (f *FS) remove(parent uint64, name string, dir bool) error {
 	}
 	if dropped {
 		f.inodes.delta.Add(-1)
+		f.ghosts.add(d.Ino, n)
 	}
 	return nil
 }
@@ -596,6 +610,7 @@ func (f *FS) renameLocked(op uint64, oldName string, np uint64, newName string, 
 	}
 	if dropped {
 		f.inodes.delta.Add(-1)
+		f.ghosts.add(dst.Ino, dn)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func TestMkdirRmdir(t *testing.T) {
 	if err := e.rmdir(d, "sub"); err != 0 {
 		t.Fatal(err)
 	}
-	if _, err := e.getattr(sub); err != syscall.ENOENT {
+	if err := e.forgottenGetattr(sub); err != syscall.ENOENT {
 		t.Fatalf("removed dir getattr: %v", err)
 	}
 	if err := e.unlink(d, "f"); err != 0 {
@@ -217,7 +217,7 @@ func TestHardLinks(t *testing.T) {
 	e.check()
 	e.unlink(1, "c")
 	e.unlink(d, "b")
-	if _, err := e.getattr(ino); err != syscall.ENOENT {
+	if err := e.forgottenGetattr(ino); err != syscall.ENOENT {
 		t.Fatalf("inode survives its last unlink: %v", err)
 	}
 	e.check()
@@ -273,7 +273,7 @@ func TestRename(t *testing.T) {
 	if err := e.rename(b, "g", 1, "x", 0); err != 0 {
 		t.Fatal(err)
 	}
-	if _, err := e.getattr(x); err != syscall.ENOENT {
+	if err := e.forgottenGetattr(x); err != syscall.ENOENT {
 		t.Fatalf("replaced file still exists: %v", err)
 	}
 	// Empty directory over empty directory.
@@ -282,7 +282,7 @@ func TestRename(t *testing.T) {
 	if err := e.rename(1, "e1", 1, "e2", 0); err != 0 {
 		t.Fatal(err)
 	}
-	if _, err := e.getattr(e2); err != syscall.ENOENT {
+	if err := e.forgottenGetattr(e2); err != syscall.ENOENT {
 		t.Fatalf("replaced dir still exists: %v", err)
 	}
 	e.check()
@@ -323,7 +323,7 @@ func TestRenameOverOpenFile(t *testing.T) {
 	}
 	e.check()
 	e.release(dst, dfh)
-	if _, err := e.getattr(dst); err != syscall.ENOENT {
+	if err := e.forgottenGetattr(dst); err != syscall.ENOENT {
 		t.Fatalf("orphan survives release: %v", err)
 	}
 	e.check()

@@ -280,6 +280,7 @@ func (f *FS) releaseInode(oi *openInode) error {
 		return err
 	}
 	f.inodes.delta.Add(-1)
+	f.ghosts.add(oi.ino, n)
 	return nil
 }
 

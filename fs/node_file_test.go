@@ -332,7 +332,7 @@ func TestOrphanLifecycle(t *testing.T) {
 		t.Fatalf("orphans %d, want 1", r.Orphans)
 	}
 	e.release(ino, fh)
-	if _, err := e.getattr(ino); err != syscall.ENOENT {
+	if err := e.forgottenGetattr(ino); err != syscall.ENOENT {
 		t.Fatalf("orphan survives last release: %v", err)
 	}
 	if r := mustCheck(t, e); r.Orphans != 0 || r.Inodes != 1 || r.Blocks != 0 {
@@ -357,7 +357,7 @@ func TestOrphanRemovedDirectory(t *testing.T) {
 	wantErr(t, "mkdir in removed dir", err, syscall.ENOENT)
 	e.check()
 	e.releasedir(d, fh)
-	if _, err := e.getattr(d); err != syscall.ENOENT {
+	if err := e.forgottenGetattr(d); err != syscall.ENOENT {
 		t.Fatalf("removed dir survives release: %v", err)
 	}
 	e.check()
@@ -415,7 +415,7 @@ func TestTmpfile(t *testing.T) {
 		t.Fatal(st)
 	}
 	e.release(out.NodeId, out.Fh)
-	if _, err := e.getattr(out.NodeId); err != syscall.ENOENT {
+	if err := e.forgottenGetattr(out.NodeId); err != syscall.ENOENT {
 		t.Fatalf("tmpfile survives release: %v", err)
 	}
 	e.check()

@@ -17,6 +17,7 @@ package fs
 
 import (
 	"bytes"
+	"errors"
 	"sync"
 	"syscall"
 
@@ -45,7 +46,7 @@ type dirHandle struct {
 func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	ino := in.NodeId
 	h := f.locks.lock(ino)
-	n, err := f.getInode(ino)
+	n, err := f.getInodeOrGhost(ino) // a removed working directory opens, and lists empty
 	if err == nil && !n.isDir() {
 		err = syscall.ENOTDIR
 	}
@@ -206,14 +207,18 @@ func (f *FS) refresh(dh *dirHandle) error {
 	snap := f.db.NewSnapshot()
 	h.unlock()
 	v, err := snap.Get(inodeKey(dh.ino))
-	if err != nil {
+	var n inode
+	switch g, ghost := f.ghosts.get(dh.ino); {
+	case errors.Is(err, lsm.ErrNotFound) && ghost:
+		n = g // removed: its listing is empty
+	case err != nil:
 		snap.Close()
 		return err
-	}
-	n, err := decodeInode(v)
-	if err != nil {
-		snap.Close()
-		return withKey(err, inodeKey(dh.ino))
+	default:
+		if n, err = decodeInode(v); err != nil {
+			snap.Close()
+			return withKey(err, inodeKey(dh.ino))
+		}
 	}
 	dh.snap, dh.parent, dh.pos, dh.last, dh.end = snap, n.Parent, 0, nil, false
 	return nil
