@@ -36,6 +36,7 @@ type FS struct {
 	open    openTable
 	handles handleTable
 	ghosts  ghostTable // deleted inodes the kernel may still hold
+	lost    lostTable  // inodes whose buffered writes a failed flush dropped
 
 	// renameMu serializes renames across directories, as the kernel's
 	// s_vfs_rename_mutex does: it keeps the tree still while a rename
@@ -61,6 +62,12 @@ type FS struct {
 	// acl is set when the kernel enforces POSIX ACLs (FUSE_POSIX_ACL, seen
 	// at Init); only then are system.posix_acl_* served (node_acl.go).
 	acl atomic.Bool
+
+	// flusher writes buffers dirty for FlushAge (writebuf.go flushOld).
+	flusher struct {
+		stop chan struct{}
+		done chan struct{}
+	}
 
 	blockPool sync.Pool
 	closed    atomic.Bool
@@ -113,6 +120,12 @@ func New(db *lsm.DB, o Options) (*FS, error) {
 	}
 	f.inodes.done = make(chan struct{})
 	go f.countInodes(db.NewSnapshot())
+	f.flusher.stop, f.flusher.done = make(chan struct{}), make(chan struct{})
+	if o.ReadOnly || f.opts.FlushAge < 0 {
+		close(f.flusher.done)
+	} else {
+		go f.flushOld(f.flusher.stop, f.flusher.done)
+	}
 	return f, nil
 }
 
@@ -181,6 +194,8 @@ func (f *FS) Close() error {
 	}
 	f.inodes.stop.Store(true)
 	<-f.inodes.done
+	close(f.flusher.stop)
+	<-f.flusher.done
 	var first error
 	for _, oi := range f.open.all() {
 		h := f.locks.lock(oi.ino)

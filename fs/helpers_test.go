@@ -92,6 +92,11 @@ func newEnv(t tb, o fs.Options, fo fs.FormatOptions) *env {
 
 func (e *env) open() {
 	e.t.Helper()
+	if e.opts.FlushAge == 0 {
+		// No background flusher unless a test asks for one: it would
+		// flush at times no seed replays (fault injection, crash states).
+		e.opts.FlushAge = -1
+	}
 	f, err := fs.New(e.db, e.opts)
 	if err != nil {
 		e.t.Fatal(err)

@@ -294,6 +294,16 @@ func (f *FS) link(parent, ino uint64, name string) (inode, error) {
 	if n.Nlink >= maxNlink {
 		return inode{}, syscall.EMLINK
 	}
+	if oi := f.open.get(ino); n.Nlink == 0 && oi != nil && oi.wb.dirty() {
+		// An O_TMPFILE given its name: its data first, so that a crash
+		// leaves no name on a file short of what was written before.
+		if err := f.flushLocked(oi, false); err != nil {
+			return inode{}, err
+		}
+		if n, err = f.getInode(ino); err != nil {
+			return inode{}, err
+		}
+	}
 	now := f.now()
 	b := lsm.NewBatch()
 	if n.Nlink == 0 {
@@ -539,6 +549,21 @@ func (f *FS) renameLocked(op uint64, oldName string, np uint64, newName string, 
 			return err
 		}
 		pNew = &pNewRec
+	}
+	if dstExists {
+		// A rename over a target (or an exchange) must not reach the disk
+		// before the data written to the file it moves: the replace-by-
+		// rename idiom without fsync (write, rename, close) left an empty
+		// target after a crash, neither the old file nor the new. As
+		// ext4's auto_da_alloc, write the buffers first; the journal's
+		// prefix order does the rest.
+		for _, ino := range []uint64{src.Ino, dst.Ino} {
+			if oi := f.open.get(ino); oi != nil && oi.wb.dirty() && (ino == src.Ino || exchange) {
+				if err := f.flushLocked(oi, false); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	sn, err := f.getInode(src.Ino)
 	if err != nil {

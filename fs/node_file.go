@@ -235,6 +235,9 @@ func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	lk := f.locks.lock(h.ino)
 	err := f.flushLocked(h.oi, true)
 	lk.unlock()
+	if err == nil {
+		err = f.lost.take(h.ino)
+	}
 	return f.errno("fsync", h.ino, err)
 }
 
@@ -265,7 +268,13 @@ func (f *FS) releaseInode(oi *openInode) error {
 		err = f.flushLocked(oi, false)
 	}
 	f.open.release(oi)
-	f.discard(&oi.wb) // after a failed flush: no handle is left to retry it
+	if err != nil && oi.wb.dirty() {
+		// No handle is left to retry the flush: the data is lost. The
+		// next fsync of the inode says so (once), as Linux reports a
+		// writeback error to the next fsync; close alone said it before.
+		f.lost.add(oi.ino, err)
+	}
+	f.discard(&oi.wb)
 	if err != nil || n.Nlink > 0 {
 		return err
 	}
@@ -292,10 +301,16 @@ func (f *FS) releaseInode(oi *openInode) error {
 // to lsmfs under KILLPRIV_V2 and sends no flag for it, so an unprivileged
 // caller clears setuid/setgid, and any caller the file's capabilities.
 func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	return f.errno("fallocate", in.NodeId, f.fallocate(in.NodeId, in.Offset, in.Length, in.Mode, in.Caller.Uid != 0))
+	// Through an O_SYNC or O_DSYNC descriptor the change is durable on
+	// return, as XFS does (XFS_PREALLOC_SYNC).
+	sync := false
+	if h := f.handles.get(in.Fh); h != nil {
+		sync = h.syncWrites()
+	}
+	return f.errno("fallocate", in.NodeId, f.fallocate(in.NodeId, in.Offset, in.Length, in.Mode, in.Caller.Uid != 0, sync))
 }
 
-func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill bool) error {
+func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill, sync bool) error {
 	if err := f.writable(); err != nil {
 		return err
 	}
@@ -342,7 +357,7 @@ func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill bool) error {
 		return err
 	}
 	putInode(b, ino, &n)
-	return f.db.Apply(b, false)
+	return f.db.Apply(b, sync)
 }
 
 // truncate sets n's size, deleting or trimming the blocks past it (in b).

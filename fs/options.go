@@ -20,6 +20,8 @@ const (
 	DefaultAttrTimeout     = time.Hour
 	DefaultNegativeTimeout = time.Hour
 	DefaultWriteBufferSize = 4 << 20
+	// DefaultFlushAge is half the engine's default commit interval (5s).
+	DefaultFlushAge = 2500 * time.Millisecond
 )
 
 // Options configure an FS. The zero value is usable: EnsureDefaults fills
@@ -40,6 +42,14 @@ type Options struct {
 	// flushed to the engine as one batch. Default 4 MiB
 	// (DefaultWriteBufferSize); range [4KiB, 1GiB].
 	WriteBufferSize int
+
+	// FlushAge is how long buffered writes may wait in a write buffer
+	// before a background flusher hands them to the engine and forces the
+	// journal (every FlushAge/2): an open file's writes are durable within
+	// FlushAge plus a force, as the engine's commit interval promises for
+	// what reaches it. Default: DefaultFlushAge; negative: never (only
+	// flush, fsync, close or a full buffer write them).
+	FlushAge time.Duration
 
 	// Logger receives operation failures (always with op and ino). Default:
 	// discard.
@@ -73,6 +83,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.WriteBufferSize == 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
 	}
+	if o.FlushAge == 0 {
+		o.FlushAge = DefaultFlushAge
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -95,8 +108,8 @@ func (o *Options) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "entry_timeout=%s\nattr_timeout=%s\nnegative_timeout=%s\n",
 		timeout(o.EntryTimeout), timeout(o.AttrTimeout), timeout(o.NegativeTimeout))
-	fmt.Fprintf(&b, "write_buffer_size=%d\nread_only=%v\nwriteback_cache=%v\n",
-		o.WriteBufferSize, o.ReadOnly, o.WritebackCache)
+	fmt.Fprintf(&b, "write_buffer_size=%d\nflush_age=%s\nread_only=%v\nwriteback_cache=%v\n",
+		o.WriteBufferSize, timeout(o.FlushAge), o.ReadOnly, o.WritebackCache)
 	return b.String()
 }
 

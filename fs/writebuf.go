@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/lsmfs/lsmfs/lsm"
 )
@@ -31,6 +32,9 @@ type writeBuffer struct {
 	size     uint64 // size including buffered writes
 	mtime    int64  // time of the last buffered write
 	kill     bool   // an unprivileged write asked for setuid/setgid removal
+	// dirtyAt is when the buffer became dirty (monotonic; the background
+	// flusher writes buffers older than FlushAge).
+	dirtyAt time.Time
 }
 
 type dirtyBlock struct {
@@ -189,6 +193,7 @@ func (f *FS) bufferWrite(oi *openInode, off uint64, data [][]byte, kill bool) er
 			return err
 		}
 		wb.baseSize, wb.size = n.Size, n.Size
+		wb.dirtyAt = time.Now()
 		if wb.blocks == nil {
 			wb.blocks = map[uint64]*dirtyBlock{}
 		}
@@ -503,4 +508,42 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 		}
 	}
 	return len(dst), nil
+}
+
+// flushOld runs until stop is closed: every FlushAge/2 it writes the
+// buffers that have been dirty for FlushAge or longer and, if it wrote any,
+// forces the journal. Writes to a file kept open (a log, a database's own
+// log) reach the disk within about 1.5 FlushAge and a force: the engine's
+// commit interval bounds only what reaches the engine, and a buffer reached
+// it only at flush, fsync, close or when full.
+func (f *FS) flushOld(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(f.opts.FlushAge / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		wrote := false
+		for _, oi := range f.open.all() {
+			h := f.locks.lock(oi.ino)
+			if oi.wb.dirty() && time.Since(oi.wb.dirtyAt) >= f.opts.FlushAge {
+				if err := f.flushLocked(oi, false); err != nil {
+					// Kept: retried next time, and reported by the next
+					// fsync or close.
+					f.errno("background flush", oi.ino, err)
+				} else {
+					wrote = true
+				}
+			}
+			h.unlock()
+		}
+		if wrote {
+			if err := f.db.SyncJournal(); err != nil {
+				f.errno("background flush", 0, err)
+			}
+		}
+	}
 }

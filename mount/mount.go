@@ -360,7 +360,10 @@ func (e *pointedError) Unwrap() error { return e.err }
 
 // FSOptions returns the fs.Options c asks for.
 func (c *Config) FSOptions(logger *slog.Logger) fs.Options {
-	return fs.Options{Logger: logger, ReadOnly: c.ReadOnly, WritebackCache: c.WritebackCache}
+	// Buffered writes of files kept open wait at most half the commit
+	// interval in their write buffer, and the flusher forces them: every
+	// write is durable within the commit interval.
+	return fs.Options{Logger: logger, ReadOnly: c.ReadOnly, WritebackCache: c.WritebackCache, FlushAge: c.CommitInterval / 2}
 }
 
 // closeWhenServed closes the filesystem (flushing dirty buffers) and then the
