@@ -242,6 +242,11 @@ func syncfsPath(p string) error {
 		return err
 	}
 	defer unix.Close(fd)
+	// Linux sends syncfs(2) to virtiofs only: on an lsmfs mount an fsync
+	// of the directory forces the journal, syncfs the rest.
+	if err := unix.Fsync(fd); err != nil {
+		return err
+	}
 	return unix.Syncfs(fd)
 }
 
