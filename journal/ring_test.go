@@ -279,7 +279,13 @@ func TestPressureCheckpointer(t *testing.T) {
 	j.Close()
 	j = mustOpen(t, d.reopen(), journal.Options{})
 	defer j.Close()
-	next := ckpt + 1
+	// OnPressure runs on its own goroutine: a checkpoint it started before
+	// Close may land after the Stats above. Start from the recovered one.
+	rc := j.Recovery().CheckpointLSN
+	if rc < ckpt {
+		t.Fatalf("recovered checkpoint %d is below the live one %d", rc, ckpt)
+	}
+	next := rc + 1
 	if err := j.Replay(0, func(lsn uint64, rec []byte) error {
 		if lsn != next || string(rec) != acked[lsn] {
 			return fmt.Errorf("lsn %d (want %d): %q, acked %q", lsn, next, rec, acked[lsn])
