@@ -1,6 +1,7 @@
 package fs_test
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,7 +17,8 @@ import (
 // TestConcurrentCreateWrite: 16 goroutines, each in its own directory,
 // create files and write them at once (what `cp` and untar do), append,
 // fsync and unlink, while the engine rotates, flushes and compacts
-// underneath: every operation succeeds and reads back what was written.
+// underneath: every operation succeeds, and every surviving file reads back
+// what was written, also after a remount, and the keyspace checks clean.
 func TestConcurrentCreateWrite(t *testing.T) {
 	dur := 3 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("LSMFS_CONCURRENT")); err == nil {
@@ -43,19 +45,23 @@ func TestConcurrentCreateWrite(t *testing.T) {
 	e := &env{t: t, db: db, fs: f, raw: f.Raw()}
 	t.Cleanup(e.close)
 	deadline := time.Now().Add(dur)
+	type file struct {
+		name string
+		data []byte
+	}
+	const workers = 16
+	dirs := make([]uint64, workers)
+	kept := make([][]file, workers)
 	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
+	for w := 0; w < workers; w++ {
 		dir := e.mustMkdir(1, fmt.Sprintf("w%02d", w))
-		_ = dir
+		dirs[w] = dir
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			type file struct {
-				name string
-				size int
-			}
 			var files []file
+			defer func() { kept[w] = files }()
 			for i := 0; time.Now().Before(deadline) && !t.Failed(); i++ {
 				name := fmt.Sprintf("f%d", i)
 				ino, fh, err := e.create(dir, name, 0o644, 1 /* O_WRONLY */)
@@ -64,7 +70,7 @@ func TestConcurrentCreateWrite(t *testing.T) {
 					return
 				}
 				size := []int{100, 4000, 40000, 200000}[rng.IntN(4)]
-				data := make([]byte, size)
+				data := pattern(size, byte(w*31+i)) // not zeros: a hole would pass
 				for off := 0; off < size; off += 128 << 10 {
 					end := min(off+128<<10, size)
 					if err := e.write(ino, fh, uint64(off), data[off:end]); err != 0 {
@@ -79,7 +85,7 @@ func TestConcurrentCreateWrite(t *testing.T) {
 					}
 				}
 				e.release(ino, fh)
-				files = append(files, file{name, size})
+				files = append(files, file{name, data})
 				if len(files) > 40 {
 					k := rng.IntN(len(files))
 					if err := e.unlink(dir, files[k].name); err != 0 {
@@ -92,4 +98,38 @@ func TestConcurrentCreateWrite(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	readBack := func(when string) {
+		for w, files := range kept {
+			for _, fl := range files {
+				out, err := e.lookup(dirs[w], fl.name)
+				if err != 0 {
+					t.Fatalf("%s: lookup w%02d/%s: %v", when, w, fl.name, err)
+				}
+				fh := e.mustOpen(out.NodeId, 0 /* O_RDONLY */)
+				got := e.mustRead(out.NodeId, fh, 0, len(fl.data)+1)
+				e.release(out.NodeId, fh)
+				if !bytes.Equal(got, fl.data) {
+					t.Fatalf("%s: w%02d/%s: %d bytes read back, %d written (or other bytes)", when, w, fl.name, len(got), len(fl.data))
+				}
+			}
+		}
+	}
+	readBack("after the run")
+	e.check()
+	if err := e.fs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if e.db, err = lsm.Open(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	e.fs = nil
+	e.open()
+	readBack("after a remount")
+	e.check()
 }

@@ -160,6 +160,7 @@ func TestCrash(t *testing.T) {
 		childSeed := seed + uint64(it)*1000003
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), envCrashChild+"="+path, fmt.Sprintf("%s=%d", envCrashSeed, childSeed))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it appends forever
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -340,6 +341,16 @@ func TestCrashTornMem(t *testing.T) {
 			}
 		}()
 	}
+	// A Fatal in the crash loop must not leave the writers appending for
+	// the rest of the package.
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			close(stop)
+			wg.Wait()
+			j.Close()
+		}
+	})
 	var torn int
 	for c := 0; c < crashes; c++ {
 		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
@@ -392,6 +403,7 @@ func TestCrashTornMem(t *testing.T) {
 		mu.Unlock()
 	}
 	close(stop)
+	stopped = true
 	wg.Wait()
 	s := j.Stats()
 	t.Logf("%d crash images (%d with a torn tail); %v", crashes, torn, s)

@@ -779,14 +779,14 @@ func TestBeforeForce(t *testing.T) {
 	if _, err := j.Append(recs("z"), true); !errors.Is(err, journal.ErrFailed) {
 		t.Fatalf("append after the failure: %v", err)
 	}
-	if r := d.CrashClone(); r != nil {
-		j2 := mustOpen(t, r, journal.Options{UUID: uuidA})
-		var n int
-		j2.Replay(0, func(uint64, []byte) error { n++; return nil })
-		j2.Close()
-		if n != 3 {
-			t.Fatalf("replayed %d records, want the 3 written before the failure", n)
-		}
+	j2 := mustOpen(t, d.CrashClone(), journal.Options{UUID: uuidA})
+	var n int
+	if err := j2.Replay(0, func(uint64, []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	j2.Close()
+	if n != 3 {
+		t.Fatalf("replayed %d records, want the 3 written before the failure", n)
 	}
 }
 

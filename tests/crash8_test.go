@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -103,6 +104,7 @@ func runCrashWriters(t *testing.T, f *testFS, it int, seeds []uint64, killAfter 
 			crashWriterEnv+"="+fmt.Sprintf("c%02d/w%d", it, w), crashMountEnv+"="+f.mnt,
 			crashSeedEnv+"="+strconv.FormatUint(seed, 10),
 			crashIDEnv+"="+strconv.FormatInt(int64(it*len(seeds)+w+1)*1_000_000_000, 10))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it writes until the mount fails
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.StdoutPipe()

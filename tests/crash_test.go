@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,6 +115,7 @@ func runCrashIteration(t *testing.T, f *testFS, dir string, seed uint64, idBase 
 	w.Env = append(os.Environ(),
 		crashWriterEnv+"="+dir, crashMountEnv+"="+f.mnt,
 		crashSeedEnv+"="+strconv.FormatUint(seed, 10), crashIDEnv+"="+strconv.FormatInt(idBase, 10))
+	w.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // it writes until the mount fails
 	var stderr bytes.Buffer
 	w.Stderr = &stderr
 	out, err := w.StdoutPipe()

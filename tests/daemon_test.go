@@ -72,7 +72,9 @@ func TestDaemon(t *testing.T) {
 			if _, err := lsmfs("mount", f.dataDir, f.mnt); err != nil {
 				t.Fatal(err)
 			}
-			f.pid = findDaemon(f.mnt)
+			if f.pid = findDaemon(f.mnt); f.pid == 0 { // kill(0) would signal the test's process group
+				t.Fatalf("no daemon serves %s", f.mnt)
+			}
 		}
 		mountNoLog()
 		x, err := os.Create(f.path("x"))

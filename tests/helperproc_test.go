@@ -124,6 +124,35 @@ func (h *helper) noReplyYet(cmd string) {
 	}
 }
 
+// waitBlocked waits until the helper is blocked in a POSIX or OFD lock wait
+// (a "->" line of /proc/locks names its pid), so that the test's next step
+// does not race the helper's request: a deadlock check whose other half is
+// not blocked yet would block the test itself for good.
+func (h *helper) waitBlocked(cmd string) {
+	h.t.Helper()
+	pid := strconv.Itoa(h.cmd.Process.Pid)
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case r := <-h.replies:
+			h.t.Fatalf("helper: %q should block, but answered %q", cmd, r)
+		default:
+		}
+		locks, err := os.ReadFile("/proc/locks")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(locks), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 5 && f[1] == "->" && f[5] == pid {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.t.Fatalf("helper: %q is not blocked in a lock wait after a minute", cmd)
+}
+
 // run runs a command and returns its answer.
 func (h *helper) run(cmd string) string {
 	h.t.Helper()

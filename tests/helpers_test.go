@@ -34,9 +34,15 @@ const (
 // long reports whether LSMFS_LONG=1 asks for the long variants.
 func long() bool { return os.Getenv("LSMFS_LONG") == "1" }
 
-// requireMount skips t, saying why, where lsmfs cannot be mounted for real.
+// requireMount skips t, saying why, where lsmfs cannot be mounted for real;
+// with LSMFS_REQUIRE_MOUNT=1 (.ci/test sets it) it fails instead, so that a
+// machine without FUSE cannot pass the suite by skipping every end-to-end
+// test.
 func requireMount(t testing.TB) {
 	t.Helper()
+	if os.Getenv("LSMFS_REQUIRE_MOUNT") == "1" {
+		t = skipIsFatal{t}
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: the end-to-end tests need root (mounts, loop devices, chown); run them as root")
 	}
@@ -559,4 +565,17 @@ func sameDir(before, after string) (bool, string) {
 		}
 	}
 	return false, strings.Join(diff, "\n")
+}
+
+// skipIsFatal turns t's skips into failures (requireMount under CI).
+type skipIsFatal struct{ testing.TB }
+
+func (s skipIsFatal) Skip(args ...any) {
+	s.Helper()
+	s.Fatal(args...)
+}
+
+func (s skipIsFatal) Skipf(format string, args ...any) {
+	s.Helper()
+	s.Fatalf(format, args...)
 }

@@ -75,7 +75,7 @@ func TestLocks(t *testing.T) {
 		// the cycle.
 		localCommand(t, fmt.Sprintf("posix %d set w 2000 10", fd), "ok")
 		h.send("posix " + hfd + " wait w 2000 10")
-		h.noReplyYet("F_SETLKW")
+		h.waitBlocked("F_SETLKW") // else the test's own wait could be the one to block
 		localCommand(t, fmt.Sprintf("posix %d wait w 0 10", fd), "EDEADLK")
 		localCommand(t, fmt.Sprintf("posix %d set u 2000 10", fd), "ok")
 		if r := h.reply("F_SETLKW"); r != "ok" {

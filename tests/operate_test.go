@@ -424,6 +424,7 @@ func TestUmountWaits(t *testing.T) {
 	f.mount()
 	fh, err := os.Create(f.path("open"))
 	must(t, err)
+	t.Cleanup(func() { fh.Close() }) // a Fatal below must not leave the mount busy
 	if _, stderr, code := lsmfsOut("umount", f.mnt); code == 0 || !strings.Contains(stderr, "busy") {
 		t.Errorf("lsmfs umount of a busy mount: exit %d, %q; want a failure saying busy", code, stderr)
 	}

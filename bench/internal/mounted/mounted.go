@@ -71,6 +71,8 @@ func MountEnv(bin, dataDir, mnt, opts string, env []string, mkfsArgs ...string) 
 	}
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stderr = os.Stderr
+	// A benchmark killed outright takes its daemon along: SIGTERM unmounts.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
