@@ -17,8 +17,7 @@ import (
 // of each other), then checks the filesystem. Under -race it also checks the
 // locking; a lock-order bug shows up as a hang.
 func TestConcurrentOps(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	e := newEnv(t, fs.Options{WriteBufferSize: 16 << 10}, fs.FormatOptions{BlockSize: bs})
 	dirs := []uint64{1, e.mustMkdir(1, "d1"), e.mustMkdir(1, "d2")}
 	names := []string{"a", "b", "c", "d"}

@@ -189,8 +189,7 @@ func TestLargeWritesSplitAndBuffer(t *testing.T) {
 }
 
 func TestRandomWritesAgainstModel(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	e := newFileEnv(t, fs.Options{WriteBufferSize: 16 << 10})
 	ino, fh := e.mustCreate(1, "f")

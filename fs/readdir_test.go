@@ -80,8 +80,7 @@ func TestReaddirSeek(t *testing.T) {
 // entries are created and removed: every entry that survives from the
 // opendir to the end is returned exactly once, and no entry twice.
 func TestReaddirConcurrentChanges(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
 	d := e.mustMkdir(1, "d")

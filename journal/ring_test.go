@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,7 +57,14 @@ func checkReplay(t testing.TB, j *journal.Journal, from, last uint64) {
 // between, reopening (cleanly and after simulated crashes) along the way.
 func TestRingWraparound(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if s := os.Getenv("LSMFS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LSMFS_SEED: %v", err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (replay with LSMFS_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	const ringDevice = 256 << 10
 	d := formatMem(t, ringDevice)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,8 +129,7 @@ func TestCorruption(t *testing.T) {
 	if checkCorrupted(t, base.CrashClone(), opts, want, "clean") {
 		t.Fatal("the undamaged copy is reported as corrupt") // else every later check would pass
 	}
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
+	seed := envSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	for _, name := range names {
 		if name == "LOCK" || name == "journal" {
@@ -199,4 +200,19 @@ func TestFailedOpenWritesNothing(t *testing.T) {
 	if after := snapshot(fs); after != before {
 		t.Fatalf("a failed open changed the directory:\nbefore\n%s\nafter\n%s", before, after)
 	}
+}
+
+// envSeed returns a random seed, or LSMFS_SEED's, and logs how to replay it.
+func envSeed(t testing.TB) uint64 {
+	t.Helper()
+	seed := rand.Uint64()
+	if s := os.Getenv("LSMFS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LSMFS_SEED: %v", err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (replay with LSMFS_SEED=%d)", seed, seed)
+	return seed
 }
