@@ -51,7 +51,8 @@ func (t *trackFS) Open(name string) (vfs.File, error) {
 // good (read-path review).
 func TestIterAfterClose(t *testing.T) {
 	tfs := &trackFS{FS: vfs.NewMem(), open: map[string]int{}}
-	opts := &Options{FS: tfs, UUID: [16]byte{6}, ValueThreshold: -1, TargetFileSize: 64 << 10, CacheSize: -1, DisableCompression: true}
+	opts := &Options{FS: tfs, UUID: [16]byte{6}, ValueThreshold: -1, TargetFileSize: 64 << 10, CacheSize: -1, DisableCompression: true,
+		Journal: JournalOptions{Size: 4 << 20}}
 	if err := Format("/db", opts); err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +61,11 @@ func TestIterAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	val := bytes.Repeat([]byte("v"), 500)
-	for i := 0; i < 3000; i++ {
+	for i := 0; i < 3000; i += 100 {
 		b := NewBatch()
-		b.Set([]byte(fmt.Sprintf("k%05d", i)), val)
+		for k := i; k < i+100; k++ {
+			b.Set([]byte(fmt.Sprintf("k%05d", k)), val)
+		}
 		if err := d.Apply(b, false); err != nil {
 			t.Fatal(err)
 		}

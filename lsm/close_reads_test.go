@@ -19,8 +19,13 @@ import (
 func TestGetDuringClose(t *testing.T) {
 	others := map[string]int{}
 	var mu sync.Mutex
-	for round := 0; round < 10; round++ {
-		opts := &lsm.Options{FS: vfs.NewMem(), UUID: [16]byte{3}, CacheSize: 64 << 10, BlockSize: 1 << 10, ValueThreshold: 200}
+	rounds := 10
+	if raceEnabled {
+		rounds = 3
+	}
+	for round := 0; round < rounds; round++ {
+		opts := &lsm.Options{FS: vfs.NewMem(), UUID: [16]byte{3}, CacheSize: 64 << 10, BlockSize: 1 << 10, ValueThreshold: 200,
+			Journal: lsm.JournalOptions{Size: 4 << 20}}
 		if err := lsm.Format("/db", opts); err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +76,7 @@ func TestGetDuringClose(t *testing.T) {
 // key, and Next went on; read-path review).
 func TestIteratorAfterValueError(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem(), nil)
-	opts := &lsm.Options{FS: efs, UUID: [16]byte{4}, ValueThreshold: 100, CacheSize: -1}
+	opts := &lsm.Options{FS: efs, UUID: [16]byte{4}, ValueThreshold: 100, CacheSize: -1, Journal: lsm.JournalOptions{Size: 4 << 20}}
 	if err := lsm.Format("/db", opts); err != nil {
 		t.Fatal(err)
 	}

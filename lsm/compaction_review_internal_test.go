@@ -37,7 +37,7 @@ func rawEntries(t *testing.T, d *DB) (points, tombs int) {
 func TestCompactRewritesBottom(t *testing.T) {
 	for _, style := range []CompactionStyle{CompactionLeveled, CompactionTiered} {
 		t.Run(string(style), func(t *testing.T) {
-			opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{7}, ValueThreshold: -1, Compaction: style}
+			opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{7}, ValueThreshold: -1, Compaction: style, Journal: JournalOptions{Size: 4 << 20}}
 			if err := Format("/db", opts); err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestLevelTargetSaturates(t *testing.T) {
 // whose score was above L0's capped count score, so writers waited for
 // L1->L2 work (compaction review).
 func TestL0FirstAtStopTrigger(t *testing.T) {
-	opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{3}}
+	opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{3}, Journal: JournalOptions{Size: 4 << 20}}
 	if err := Format("/db", opts); err != nil {
 		t.Fatal(err)
 	}

@@ -375,7 +375,7 @@ func TestActiveSegmentZeroed(t *testing.T) {
 	for _, whole := range []bool{false, true} {
 		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) {
 			fs := vfs.NewMem()
-			opts := &lsm.Options{FS: fs, UUID: [16]byte{1}, ValueThreshold: 64, Journal: lsm.JournalOptions{Size: 64 << 20}}
+			opts := &lsm.Options{FS: fs, UUID: [16]byte{1}, ValueThreshold: 64, Journal: lsm.JournalOptions{Size: 4 << 20}}
 			if err := lsm.Format("/db", opts); err != nil {
 				t.Fatal(err)
 			}
@@ -383,7 +383,7 @@ func TestActiveSegmentZeroed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := 0; i < 100; i++ {
+			for i := 0; i < 40; i++ {
 				b := lsm.NewBatch()
 				b.Set(fmt.Appendf(nil, "k%04d", i), []byte(strings.Repeat(fmt.Sprintf("value %04d ", i), 20)))
 				if err := db.Apply(b, false); err != nil { // sync batches keep small values inline
@@ -392,7 +392,7 @@ func TestActiveSegmentZeroed(t *testing.T) {
 				if err := db.SyncJournal(); err != nil {
 					t.Fatal(err)
 				}
-				if i == 50 {
+				if i == 20 {
 					if err := db.Flush(); err != nil {
 						t.Fatal(err)
 					}
