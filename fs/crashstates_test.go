@@ -70,8 +70,10 @@ type csRun struct {
 	}
 }
 
-func runCrashStatesFS(t *testing.T, seed uint64, nops, points int) {
-	rng := rand.New(rand.NewPCG(seed, 5))
+// recordingEnv is a filesystem over a RecordingFS (over a MemFS), whose hook
+// can check every state a crash could leave.
+func recordingEnv(t *testing.T) (*env, *vfs.RecordingFS) {
+	t.Helper()
 	rec := vfs.NewRecording(vfs.NewMem())
 	if err := lsm.Format(testDir, csEngineOptions(rec)); err != nil {
 		t.Fatal(err)
@@ -90,6 +92,12 @@ func runCrashStatesFS(t *testing.T, seed uint64, nops, points int) {
 		rec.SetHook(nil)
 		e.close()
 	})
+	return e, rec
+}
+
+func runCrashStatesFS(t *testing.T, seed uint64, nops, points int) {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	e, rec := recordingEnv(t)
 
 	c := &csRun{t: t, seed: seed}
 	c.mu.files = map[uint64]*csFile{}

@@ -447,24 +447,7 @@ func TestDurBackgroundCommitFailureReported(t *testing.T) {
 // RecordingFS hook checks every state of the window at sampled engine calls.
 func TestDurRenameOverNeverMissing(t *testing.T) {
 	seed := testSeed(t)
-	rec := vfs.NewRecording(vfs.NewMem())
-	if err := lsm.Format(testDir, csEngineOptions(rec)); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open(testDir, csEngineOptions(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	if err := fs.Format(db, fs.FormatOptions{BlockSize: bs, Clock: clock.Now}); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, db: db, clock: clock, opts: fs.Options{Clock: clock.Now, WriteBufferSize: 16 << 10}}
-	e.open()
-	t.Cleanup(func() {
-		rec.SetHook(nil)
-		e.close()
-	})
+	e, rec := recordingEnv(t)
 	content := func(k int) []byte { return pattern(50+(k*997)%(3*bs), byte(k)) }
 	fsyncDir := func() {
 		fh, errno := e.opendir(1)

@@ -62,7 +62,7 @@ func (f *FS) stat(ino uint64) (inode, error) {
 func (f *FS) getInodeOrGhost(ino uint64) (inode, error) {
 	n, err := f.getInode(ino)
 	if errors.Is(err, syscall.ENOENT) {
-		if g, ok := f.ghosts.get(ino); ok {
+		if g, ok := f.ghosts.get(ino, false); ok {
 			return g, nil
 		}
 	}

@@ -208,7 +208,7 @@ func (f *FS) refresh(dh *dirHandle) error {
 	h.unlock()
 	v, err := snap.Get(inodeKey(dh.ino))
 	var n inode
-	switch g, ghost := f.ghosts.get(dh.ino); {
+	switch g, ghost := f.ghosts.get(dh.ino, false); {
 	case errors.Is(err, lsm.ErrNotFound) && ghost:
 		n = g // removed: its listing is empty
 	case err != nil:
