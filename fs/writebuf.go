@@ -518,7 +518,7 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 // it only at flush, fsync, close or when full.
 func (f *FS) flushOld(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(f.opts.FlushAge / 2)
+	t := time.NewTicker(max(f.opts.FlushAge/2, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
