@@ -67,6 +67,10 @@ type Config struct {
 	// WritebackCache asks the kernel for the FUSE writeback cache. Default
 	// off.
 	WritebackCache bool
+	// Readahead is the kernel's readahead for files of this mount, set in
+	// /sys/class/bdi after the mount. Default 0: DefaultReadahead; negative:
+	// no readahead (readahead=0).
+	Readahead int64
 	// ReadOnly mounts read-only. Default off.
 	ReadOnly bool
 	// FsName is the source shown in /proc/mounts. Default: DATADIR.
@@ -88,6 +92,13 @@ type Config struct {
 	// on the disk below. String leaves it out.
 	Format bool
 }
+
+// DefaultReadahead is the kernel readahead a mount gets unless readahead=
+// says otherwise: 1 MiB, one READ request of MaxWrite. The kernel's own
+// default for a FUSE mount is 128 KiB, eight requests per MiB read in
+// sequence, with at most two in flight: a sequential read waited for a
+// round trip every 128 KiB (1,030 against 1,715 MiB/s in bench/fs).
+const DefaultReadahead = 1 << 20
 
 // DefaultSubtype is the FUSE subtype: mounts show as fuse.lsmfs.
 const DefaultSubtype = "lsmfs"
@@ -196,6 +207,12 @@ func (c *Config) String() string {
 	}
 	if c.WritebackCache {
 		opts = append(opts, "writeback_cache")
+	}
+	switch {
+	case c.Readahead < 0:
+		add("readahead", "0")
+	case c.Readahead > 0:
+		add("readahead", FormatSize(c.Readahead))
 	}
 	if c.ReadOnly {
 		opts = append(opts, "ro")

@@ -175,6 +175,11 @@ func Mount(ctx context.Context, dataDir, mountpoint string, cfg Config, logger *
 		<-m.closed
 		return nil, fmt.Errorf("mount %s on %s: %w", dataDir, mountpoint, err)
 	}
+	if err := setReadahead(mountpoint, cfg.readaheadKB()); err != nil {
+		// Not root (a user mount through fusermount3), or no sysfs: the
+		// kernel's 128 KiB stays, and sequential reads are slower.
+		logger.Warn("kernel readahead left at its default", "want", FormatSize(cfg.readaheadKB()<<10), "err", err)
+	}
 	if metricsLn != nil {
 		m.metricsAddr = metricsLn.Addr().String()
 		mux := http.NewServeMux()

@@ -363,6 +363,29 @@ func optionTable() []option {
 			GroupFUSE, "on", func(c *Config) {}),
 		flag("writeback_cache", "let the kernel gather writes in its page cache and send them in large chunks (FUSE writeback cache); data still reaches the journal at fsync, flush and close",
 			GroupFUSE, "off", func(c *Config) { c.WritebackCache = true }),
+		{
+			OptionDoc: OptionDoc{Name: "readahead", Arg: "SIZE", Group: GroupFUSE,
+				Default: FormatSize(DefaultReadahead),
+				Usage: "how far ahead the kernel reads a file read in sequence (the mount's read_ahead_kb in /sys/class/bdi, " +
+					"set by the daemon after mounting; needs root); 0 turns readahead off"},
+			apply: func(c *Config, val string, hasVal bool) error {
+				if !hasVal || val == "" {
+					return fmt.Errorf("needs a size")
+				}
+				n, err := ParseSize(val)
+				if err != nil {
+					return err
+				}
+				if n > MaxReadahead {
+					return fmt.Errorf("at most %s", FormatSize(MaxReadahead))
+				}
+				if n == 0 {
+					n = -1
+				}
+				c.Readahead = n
+				return nil
+			},
+		},
 		flag("ro", "mount read-only: the engine is opened read-only and every write fails with EROFS",
 			GroupFUSE, "", func(c *Config) { c.ReadOnly = true }),
 		flag("rw", "mount read-write", GroupFUSE, "rw", func(c *Config) { c.ReadOnly = false }),

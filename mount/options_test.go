@@ -33,6 +33,8 @@ func TestParseOptions(t *testing.T) {
 		{[]string{"ro,allow_other,debug,log=/var/log/lsmfs.log,writeback_cache"},
 			mount.Config{ReadOnly: true, AllowOther: true, Debug: true, LogFile: "/var/log/lsmfs.log", WritebackCache: true}},
 		{[]string{"metrics=127.0.0.1:9567"}, mount.Config{Metrics: "127.0.0.1:9567"}},
+		{[]string{"readahead=4M"}, mount.Config{Readahead: 4 << 20}},
+		{[]string{"readahead=0"}, mount.Config{Readahead: -1}},
 		{[]string{"metrics=[::1]:0"}, mount.Config{Metrics: "[::1]:0"}},
 		{[]string{"ro", "rw"}, mount.Config{}},
 		{[]string{"default_permissions"}, mount.Config{}},
@@ -78,6 +80,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"memtable_size=1K", `"memtable_size=1K"`}, // below the engine's minimum
 		{"memtable_size=0", `"memtable_size=0"`},
 		{"commit_interval=fast", `"commit_interval=fast"`},
+		{"readahead", `"readahead"`},
+		{"readahead=2G", `"readahead=2G"`},
 		{"commit_interval=-1s", `"commit_interval=-1s"`},
 		{"compression=zstd", `"compression=zstd"`},
 		{"memtable_policy=lazy", `"memtable_policy=lazy"`},

@@ -190,11 +190,10 @@ var levers = map[string]string{
 	"wb":        "CAP_WRITEBACK_CACHE",
 	"noperm":    "no default_permissions (the filesystem would check permissions itself; the kernel keeps it while POSIX ACLs are on: use with noacl)",
 	"noacl":     "no POSIX ACLs (EnableAcl off)",
-	"ra":        "readahead raised to 1 MiB (/sys/class/bdi/MAJ:MIN/read_ahead_kb, after the mount)",
 }
 
-// serveCeiling serves the RAM-only filesystem with lsmfs's kernel options,
-// changed by the given levers.
+// serveCeiling serves the RAM-only filesystem with lsmfs's kernel options
+// and readahead, changed by the given levers.
 func serveCeiling(mnt, sock, leverList string, ready *os.File) error {
 	mo, fo, err := lsmfsKernelOptions()
 	if err != nil {
@@ -202,7 +201,6 @@ func serveCeiling(mnt, sock, leverList string, ready *os.File) error {
 	}
 	mo.Logger = log.New(io.Discard, "", 0)
 	raw := newRAMFS(fo.EntryTimeout, fo.AttrTimeout, fo.NegativeTimeout)
-	var ra bool
 	if leverList != "none" {
 		for _, l := range strings.Split(leverList, "+") {
 			switch l {
@@ -230,17 +228,13 @@ func serveCeiling(mnt, sock, leverList string, ready *os.File) error {
 				mo.Options = slices.DeleteFunc(mo.Options, func(o string) bool { return o == "default_permissions" })
 			case "noacl":
 				mo.EnableAcl = false
-			case "ra":
-				ra = true
 			default:
 				return fmt.Errorf("unknown lever %q", l)
 			}
 		}
 	}
-	var after func() error
-	if ra {
-		after = func() error { return setReadahead(mnt, 1024) }
-	}
+	// lsmfs sets its mount's readahead after mounting (mount.DefaultReadahead).
+	after := func() error { return setReadahead(mnt, mount.DefaultReadahead>>10) }
 	return serveRawAfter(raw, mnt, sock, mo, ready, after)
 }
 
