@@ -138,7 +138,10 @@ func TestStats(t *testing.T) {
 	}
 
 	// The Prometheus endpoint: a valid exposition with every lsmfs metric.
-	resp, err := http.Get("http://" + after.MetricsAddress + "/metrics")
+	// A daemon that stopped answering fails the test here, not at the
+	// suite's -timeout.
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Get("http://" + after.MetricsAddress + "/metrics")
 	must(t, err)
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
