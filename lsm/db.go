@@ -72,7 +72,10 @@ type DB struct {
 		pendingDiscard map[uint64]uint64
 		cleaning       bool
 		zombies        map[uint64]base.SeqNum
-		iterSeqs       map[base.SeqNum]int
+		// unreadable holds the segments the cleaner could not read (a
+		// bad sector, damage): it leaves them alone until the next open.
+		unreadable map[uint64]bool
+		iterSeqs   map[base.SeqNum]int
 		// compactPointer[l] is where the next size-triggered compaction of
 		// level l starts (round robin over the key space).
 		compactPointer [numLevels][]byte

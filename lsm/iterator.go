@@ -79,10 +79,8 @@ func (it *Iterator) findNext() bool {
 	m := it.iter
 	it.forward = true
 	for m.Valid() {
-		if it.stepLimit > 0 {
-			if it.steps++; it.steps > it.stepLimit {
-				return it.fail(errStepLimit)
-			}
+		if !it.step() {
+			return false
 		}
 		k := m.Key()
 		if it.upper != nil && bytes.Compare(k.UserKey, it.upper) >= 0 {
@@ -94,7 +92,8 @@ func (it *Iterator) findNext() bool {
 		}
 		if it.deleted(k) {
 			it.key = append(it.key[:0], k.UserKey...)
-			for m.Next() && userKeyEqual(m.Key().UserKey, it.key) {
+			if !it.skipVersions() {
+				return false
 			}
 			continue
 		}
@@ -214,10 +213,33 @@ func (it *Iterator) Next() bool {
 		it.iter.SeekGE(append(it.key, 0))
 		return it.findNext()
 	}
-	m := it.iter
-	for m.Next() && userKeyEqual(m.Key().UserKey, it.key) {
+	if !it.skipVersions() {
+		return false
 	}
 	return it.findNext()
+}
+
+// step counts one entry a forward move passes over: false, with the
+// iterator failed, past its stepLimit.
+func (it *Iterator) step() bool {
+	if it.stepLimit > 0 {
+		if it.steps++; it.steps > it.stepLimit {
+			return it.fail(errStepLimit)
+		}
+	}
+	return true
+}
+
+// skipVersions moves the merging iterator past the older versions of
+// it.key, counting each as a step.
+func (it *Iterator) skipVersions() bool {
+	m := it.iter
+	for m.Next() && userKeyEqual(m.Key().UserKey, it.key) {
+		if !it.step() {
+			return false
+		}
+	}
+	return true
 }
 
 // Prev moves to the previous key.

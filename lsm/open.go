@@ -186,6 +186,7 @@ func open(dir string, opts *Options, lock io.Closer) (*DB, error) {
 	d.mu.snapshots.init()
 	d.mu.pendingDiscard = map[uint64]uint64{}
 	d.mu.zombies = map[uint64]base.SeqNum{}
+	d.mu.unreadable = map[uint64]bool{}
 	d.mu.iterSeqs = map[base.SeqNum]int{}
 	d.vlogGone.m = map[uint64]bool{}
 	ok := false

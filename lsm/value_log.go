@@ -400,7 +400,8 @@ func (d *DB) maybeScheduleCleanLocked() {
 		d.mu.cleaning = false
 		d.mu.cond.Broadcast()
 		d.mu.Unlock()
-		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoSpace) {
+		var rerr *cleanReadError
+		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoSpace) && !errors.As(err, &rerr) {
 			d.setBackgroundError(fmt.Errorf("value-log cleaner: %w", err))
 		}
 	}()
@@ -419,7 +420,7 @@ func (d *DB) pickCleanLocked(threshold float64, n int) []uint64 {
 	}
 	var cs []cand
 	for seg, s := range d.mu.versions.vlog {
-		if seg == active || d.mu.zombies[seg] != 0 {
+		if seg == active || d.mu.zombies[seg] != 0 || d.mu.unreadable[seg] {
 			continue
 		}
 		u := s.liveRatio()
@@ -497,12 +498,26 @@ func (d *DB) cleanValueLog(threshold float64, n int, background bool) (int, erro
 	}
 	d.mu.Unlock()
 	cleaned := 0
-	var err error
+	var err, readErr error
 	for _, seg := range segs {
 		if err = d.checkOpen(); err != nil {
 			break
 		}
 		if serr := d.cleanSegment(seg, background); serr != nil {
+			var rerr *cleanReadError
+			if errors.As(serr, &rerr) {
+				// Nothing was written: the engine goes on, the segment
+				// stays as it is (its values' readers get the error),
+				// and it is not picked again until the next open.
+				d.opts.Logger.Error("value-log cleaner: segment skipped: it could not be read", "segment", vlog.FileName(seg), "err", serr)
+				d.mu.Lock()
+				d.mu.unreadable[seg] = true
+				d.mu.Unlock()
+				if readErr == nil {
+					readErr = serr
+				}
+				continue
+			}
 			err = serr
 			if errors.Is(serr, ErrNoSpace) {
 				// This one has too much live data to move now; emptier
@@ -520,7 +535,26 @@ func (d *DB) cleanValueLog(threshold float64, n int, background bool) (int, erro
 			err = zerr
 		}
 	}
+	if err == nil {
+		err = readErr
+	}
 	return cleaned, err
+}
+
+// cleanReadError is a read of the tree or of the segment that failed while
+// the cleaner worked on a segment, before it wrote anything for it.
+type cleanReadError struct{ err error }
+
+func (e *cleanReadError) Error() string { return e.err.Error() }
+func (e *cleanReadError) Unwrap() error { return e.err }
+
+// readFailure marks err, from a read, as a cleanReadError, unless the
+// engine is closing.
+func readFailure(err error) error {
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	return &cleanReadError{err}
 }
 
 // cleanSegment moves seg's live values to the active segment and marks seg
@@ -556,11 +590,12 @@ func (d *DB) cleanSegment(seg uint64, background bool) error {
 	d.commit.Lock()
 	d.commit.Unlock()
 	if dead, err := d.segmentDead(seg, s); err != nil {
-		return fmt.Errorf("clean %s: %w", vlog.FileName(seg), err)
+		return fmt.Errorf("clean %s: %w", vlog.FileName(seg), readFailure(err))
 	} else if dead {
 		return d.retireSegment(seg)
 	}
 	var scratch []byte
+	var werr error // from flush: the scan's other errors are reads
 	err := vlog.Scan(d.opts.FS, d.dirname, seg, int64(s.size), func(rec vlog.Record) error {
 		live, err := d.pointsTo(rec, base.SeqNum(d.visibleSeq.Load()), &scratch)
 		if err != nil || !live {
@@ -569,12 +604,17 @@ func (d *DB) cleanSegment(seg uint64, background bool) error {
 		pending = append(pending, vlog.Record{Key: append([]byte(nil), rec.Key...), Value: append([]byte(nil), rec.Value...), Ptr: rec.Ptr})
 		pendingBytes += len(rec.Value)
 		if pendingBytes >= chunk {
-			return flush()
+			werr = flush()
+			return werr
 		}
 		return nil
 	})
-	if err == nil {
+	var rerr *cleanReadError
+	switch {
+	case err == nil:
 		err = flush()
+	case werr == nil && !errors.As(err, &rerr):
+		err = readFailure(err)
 	}
 	if err != nil {
 		return fmt.Errorf("clean %s: %w", vlog.FileName(seg), err)
@@ -644,7 +684,7 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 	for _, r := range recs {
 		ok, err := d.pointsTo(r, d.commit.lastSeq, &scratch)
 		if err != nil {
-			return 0, err
+			return 0, readFailure(err)
 		}
 		if !ok {
 			continue // overwritten or deleted: dead
