@@ -17,7 +17,7 @@ import (
 // attachLoop creates a file of size bytes in a temporary directory, attaches
 // it to a free loop device, and detaches it at cleanup. It skips the test
 // when that is not possible (not root, no losetup, no free loop device).
-func attachLoop(t *testing.T, size int64) string {
+func attachLoop(t *testing.T, size int64, args ...string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping the block device test: attaching a loop device (losetup) needs root")
@@ -33,7 +33,7 @@ func attachLoop(t *testing.T, size int64) string {
 	if err := os.Truncate(img, size); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(losetup, "-f", "--show", img).CombinedOutput()
+	out, err := exec.Command(losetup, append(append([]string{"-f", "--show"}, args...), img)...).CombinedOutput()
 	if err != nil {
 		t.Skipf("skipping the block device test: losetup -f --show %s: %v: %s", img, err, out)
 	}

@@ -99,7 +99,7 @@ func inspect(dev Device) (*Journal, error) {
 		dev: dev, log: slog.New(slog.DiscardHandler),
 		uuid: sb.uuid, nonce: sb.nonce, seed: frameSeed(sb.uuid, sb.nonce),
 		ringStart: sb.ringStart, ringEnd: sb.ringStart + sb.ringSize, ringSize: sb.ringSize,
-		maxFrameLen: sb.ringSize / 4,
+		readFrameLen: readFrameLen(sb.ringSize),
 	}
 	if err := j.recover(sb); err != nil {
 		return nil, err

@@ -70,6 +70,12 @@ func (h *frameHeader) lastLSN() uint64 { return h.firstLSN + uint64(h.count) - 1
 func (h *frameHeader) len() int64 { return frameLen(int(h.storedLen)) }
 
 // frameLen is the device length of a frame with a payload of n bytes.
+// readFrameLen is the longest frame a reader accepts in a ring of ringSize
+// bytes: a quarter of it, rounded up to whole blocks.
+func readFrameLen(ringSize int64) int64 {
+	return (ringSize/4 + BlockSize - 1) / BlockSize * BlockSize
+}
+
 func frameLen(n int) int64 {
 	return (int64(frameHeaderSize+n) + BlockSize - 1) / BlockSize * BlockSize
 }

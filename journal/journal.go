@@ -24,11 +24,16 @@ type Journal struct {
 	ringStart int64
 	ringEnd   int64
 	ringSize  int64
-	// maxFrameLen bounds the device length of a frame: a quarter of the
-	// ring. maxPending is the payload size at which the pending frame is
-	// committed at once (Options.MaxFrameBytes, clamped).
-	maxFrameLen int64
-	maxPending  int
+	// maxFrameLen bounds the device length of a frame the writer builds:
+	// a quarter of the ring, rounded down to whole blocks (frames are
+	// whole blocks). readFrameLen is the reader's bound: the quarter
+	// rounded up, since writers before that rounding let frames gathered
+	// from several appends round up past the quarter. maxPending is the
+	// payload size at which the pending frame is committed at once
+	// (Options.MaxFrameBytes, clamped).
+	maxFrameLen  int64
+	readFrameLen int64
+	maxPending   int
 
 	recovery Recovery // what Open found; immutable
 
@@ -225,7 +230,8 @@ func Open(dev Device, opts Options) (*Journal, error) {
 		dev: dev, opts: o, log: o.Logger,
 		uuid: sb.uuid, nonce: sb.nonce, seed: frameSeed(sb.uuid, sb.nonce),
 		ringStart: sb.ringStart, ringEnd: sb.ringStart + sb.ringSize, ringSize: sb.ringSize,
-		maxFrameLen:   sb.ringSize / 4,
+		maxFrameLen:   sb.ringSize / 4 / BlockSize * BlockSize,
+		readFrameLen:  readFrameLen(sb.ringSize),
 		sbGen:         sb.generation,
 		sbBuf:         alignedBuf(BlockSize),
 		wake:          make(chan struct{}, 1),
@@ -302,6 +308,12 @@ func (j *Journal) UUID() [16]byte { return j.uuid }
 
 // Recovery reports what Open found.
 func (j *Journal) Recovery() Recovery { return j.recovery }
+
+// MaxRecordBytes is the most bytes one record enqueued alone can hold: the
+// payload of the longest frame, less the record's length prefix.
+func (j *Journal) MaxRecordBytes() int {
+	return int(j.maxFrameLen) - frameHeaderSize - binary.MaxVarintLen64
+}
 
 // Append enqueues recs and, if sync, waits until they are durable. It
 // returns the lsn of the last record. See Enqueue.

@@ -57,7 +57,7 @@ func (j *Journal) readFrame(off int64, seq, wantLSN uint64, buf *[]byte) (frameH
 	if err := readFull(j.dev, b[:BlockSize], off); err != nil {
 		return frameHeader{}, probeAbsent, err
 	}
-	h, err := decodeFrameHeader(b[:BlockSize], j.maxFrameLen)
+	h, err := decodeFrameHeader(b[:BlockSize], j.readFrameLen)
 	if err != nil {
 		if ownsHeader(b, seq, wantLSN) {
 			return h, probeInvalid, err

@@ -267,6 +267,10 @@ func (d *DB) applyLocked(b *Batch, sync bool) (*journal.Commit, error) {
 	seq := d.commit.lastSeq + 1
 	b.setSeq(seq)
 	c, err := d.wal.Enqueue([][]byte{b.repr}, sync)
+	if errors.Is(err, journal.ErrRecordTooLarge) {
+		// Refused before anything was enqueued: the engine goes on.
+		return nil, fmt.Errorf("apply batch of %d bytes: %w: %v", len(b.repr), ErrBatchTooLarge, err)
+	}
 	if err != nil {
 		d.setBackgroundError(err)
 		return nil, fmt.Errorf("apply batch seq=%d: %w", seq, d.failure(err))
@@ -289,9 +293,12 @@ func (d *DB) applyLocked(b *Batch, sync bool) (*journal.Commit, error) {
 	return c, nil
 }
 
+// maxBatchBytes is the largest batch Apply takes: at most a memtable, and
+// what one journal record can hold (a quarter of the ring of the journal
+// opened, which on a device is not Options.Journal.Size).
 func (d *DB) maxBatchBytes() uint64 {
 	n := uint64(d.opts.MemtableSize)
-	if j := uint64(d.opts.Journal.Size) / 4; j < n {
+	if j := uint64(d.wal.MaxRecordBytes()); j < n {
 		n = j
 	}
 	return n

@@ -377,11 +377,13 @@ func (d *DB) replay() error {
 	vs := d.mu.versions
 	lastSeq := vs.lastSeq
 	var replayed int
+	var seenLSN uint64 // the last record's, replayed or not
 	// Replay from the journal's own checkpoint and skip, by sequence
 	// number, what the tables hold. Not from the manifest's journal LSN: a
 	// flush can make batches durable whose journal frames never were, and
 	// the journal then hands out their LSNs again after a crash.
 	err := d.wal.Replay(0, func(lsn uint64, rec []byte) error {
+		seenLSN = lsn
 		r, err := newBatchReader(rec)
 		if err != nil {
 			return fmt.Errorf("record lsn=%d: %w", lsn, err)
@@ -412,6 +414,15 @@ func (d *DB) replay() error {
 	}
 	d.commit.lastSeq = lastSeq
 	d.visibleSeq.Store(lastSeq)
+	if replayed == 0 && seenLSN > 0 && !d.opts.ReadOnly {
+		// Every record is in the tables (a crash between a flush's
+		// manifest edit and its checkpoint): free the ring now. No flush
+		// will, with nothing in memory, and a journal left full would
+		// keep the first write waiting for room for good.
+		if err := d.wal.Checkpoint(seenLSN); err != nil {
+			return journalError(fmt.Errorf("checkpoint records already in tables: %w", err))
+		}
+	}
 	if replayed > 0 {
 		d.opts.Logger.Info("replayed journal", "batches", replayed, "last_seq", lastSeq)
 		if !d.opts.ReadOnly {
