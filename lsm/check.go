@@ -2,7 +2,9 @@ package lsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -279,6 +281,10 @@ func (d *DB) listGarbage(r *CheckReport) {
 			// whose header never reached the disk.
 			size, err := vlog.ValidSize(d.opts.FS, d.dirname, n)
 			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				// Removed since the listing: a segment the cleaner
+				// retired (it leaves the version first, the directory
+				// after).
 			case err != nil:
 				r.addf("value-log segment %s: %v", name, err)
 			case size == 0:
