@@ -15,7 +15,11 @@ import (
 type openInode struct {
 	ino   uint64
 	opens int
-	wb    writeBuffer
+	// writers counts the handles opened for writing. While one is open,
+	// the kernel may hold data lsmfs has not seen: dirty pages of a shared
+	// writable mapping (and with the writeback cache, of write(2)).
+	writers int
+	wb      writeBuffer
 }
 
 const openShards = 64
@@ -48,8 +52,9 @@ func (t *openTable) get(ino uint64) *openInode {
 
 func (t *openTable) isOpen(ino uint64) bool { return t.get(ino) != nil }
 
-// acquire counts one more open handle of ino; ino's lock is held exclusively.
-func (t *openTable) acquire(ino uint64) *openInode {
+// acquire counts one more open handle of ino, opened with open(2) flags;
+// ino's lock is held exclusively.
+func (t *openTable) acquire(ino uint64, flags uint32) *openInode {
 	s := t.shard(ino)
 	s.Lock()
 	defer s.Unlock()
@@ -62,13 +67,38 @@ func (t *openTable) acquire(ino uint64) *openInode {
 		s.m[ino] = oi
 	}
 	oi.opens++
+	if writeFlags(flags) {
+		oi.writers++
+	}
 	return oi
 }
 
-// release counts one handle of oi closed and reports whether it was the
-// last; oi's lock is held exclusively.
-func (t *openTable) release(oi *openInode) (last bool) {
+// overlay applies what the kernel and the write buffer may hold beyond
+// the committed record n, giving what getattr reports (see
+// writeBuffer.overlay). While a handle open for writing exists, the
+// kernel may hold file data lsmfs has not seen (dirty pages of a shared
+// mapping, or of any write with the writeback cache): a regular file that
+// stores nothing then reports one stored byte, as an estimate. tar --sparse
+// archives a file with st_blocks 0 as all holes without reading it, and
+// copied zeros where the data was still in those pages.
+func (oi *openInode) overlay(n *inode, writebackCache bool) {
+	oi.wb.overlay(n)
+	if oi.writers > 0 && n.isReg() && n.Stored == 0 && (n.Size > 0 || writebackCache) {
+		n.Stored = 1
+		n.estimated = true
+	}
+}
+
+// writeFlags reports whether open(2) flags open for writing.
+func writeFlags(flags uint32) bool { return flags&syscall.O_ACCMODE != syscall.O_RDONLY }
+
+// release counts one handle of oi, opened with open(2) flags, closed and
+// reports whether it was the last; oi's lock is held exclusively.
+func (t *openTable) release(oi *openInode, flags uint32) (last bool) {
 	oi.opens--
+	if writeFlags(flags) {
+		oi.writers--
+	}
 	if oi.opens > 0 {
 		return false
 	}

@@ -53,7 +53,7 @@ func (f *FS) stat(ino uint64) (inode, error) {
 		return n, err
 	}
 	if oi := f.open.get(ino); oi != nil {
-		oi.wb.overlay(&n)
+		oi.overlay(&n, f.opts.WritebackCache)
 	}
 	return n, nil
 }
@@ -76,7 +76,7 @@ func (f *FS) statLocked(ino uint64) (inode, error) {
 		return n, err
 	}
 	if oi := f.open.get(ino); oi != nil {
-		oi.wb.overlay(&n)
+		oi.overlay(&n, f.opts.WritebackCache)
 	}
 	return n, nil
 }
@@ -321,7 +321,7 @@ func (f *FS) link(parent, ino uint64, name string) (inode, error) {
 		return inode{}, err
 	}
 	if oi := f.open.get(ino); oi != nil {
-		oi.wb.overlay(&n)
+		oi.overlay(&n, f.opts.WritebackCache)
 	}
 	return n, nil
 }

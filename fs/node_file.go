@@ -76,7 +76,7 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 			f.discard(&oi.wb) // the data it held is cut off
 		}
 	}
-	return f.open.acquire(ino), nil
+	return f.open.acquire(ino, flags), nil
 }
 
 // Create creates a regular file and opens it.
@@ -87,7 +87,7 @@ func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out 
 	}
 	f.fillEntry(ino, &n, &out.EntryOut)
 	h := f.locks.lock(ino)
-	oi := f.open.acquire(ino)
+	oi := f.open.acquire(ino, in.Flags)
 	h.unlock()
 	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags})
 	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
@@ -98,7 +98,7 @@ func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out 
 // in.NodeId: an orphan from birth, reclaimed at its last release unless
 // linkat gives it a name first.
 func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	ino, n, oi, err := f.tmpfile(in.NodeId, syscall.S_IFREG|in.Mode&0o7777, in.Umask, in.Caller)
+	ino, n, oi, err := f.tmpfile(in.NodeId, syscall.S_IFREG|in.Mode&0o7777, in.Umask, in.Flags, in.Caller)
 	if err != nil {
 		return f.errno("tmpfile", in.NodeId, err)
 	}
@@ -108,7 +108,7 @@ func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Create
 	return fuse.OK
 }
 
-func (f *FS) tmpfile(parent uint64, mode, umask uint32, caller fuse.Caller) (uint64, inode, *openInode, error) {
+func (f *FS) tmpfile(parent uint64, mode, umask, flags uint32, caller fuse.Caller) (uint64, inode, *openInode, error) {
 	if err := f.writable(); err != nil {
 		return 0, inode{}, nil, err
 	}
@@ -140,7 +140,7 @@ func (f *FS) tmpfile(parent uint64, mode, umask uint32, caller fuse.Caller) (uin
 		return 0, inode{}, nil, err
 	}
 	f.inodes.delta.Add(1)
-	return ino, n, f.open.acquire(ino), nil
+	return ino, n, f.open.acquire(ino, flags), nil
 }
 
 func (f *FS) fileHandle(fh uint64) (*handle, error) {
@@ -248,16 +248,16 @@ func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if h == nil {
 		return
 	}
-	if err := f.releaseInode(h.oi); err != nil {
+	if err := f.releaseInode(h.oi, h.flags); err != nil {
 		f.errno("release", h.ino, err)
 	}
 }
 
-func (f *FS) releaseInode(oi *openInode) error {
+func (f *FS) releaseInode(oi *openInode, flags uint32) error {
 	lk := f.locks.lock(oi.ino)
 	defer lk.unlock()
 	if oi.opens > 1 {
-		f.open.release(oi)
+		f.open.release(oi, flags)
 		return nil // other handles share the buffer
 	}
 	// The last handle: the buffer is written while the inode is still in
@@ -267,7 +267,7 @@ func (f *FS) releaseInode(oi *openInode) error {
 	if err == nil && n.Nlink > 0 {
 		err = f.flushLocked(oi, false)
 	}
-	f.open.release(oi)
+	f.open.release(oi, flags)
 	if err != nil && oi.wb.dirty() {
 		// No handle is left to retry the flush: the data is lost. The
 		// next fsync of the inode says so (once), as Linux reports a
@@ -352,7 +352,13 @@ func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill, sync bool) er
 	if mode&fallocKeepSize == 0 && end > n.Size {
 		n.Size = end
 	}
-	n.Mtime, n.Ctime = now, now // every mode, as ext4's and XFS's file_modified
+	if !f.opts.WritebackCache {
+		n.Mtime, n.Ctime = now, now // every mode, as ext4's and XFS's file_modified
+	}
+	// With the writeback cache the kernel keeps a regular file's times
+	// itself and never takes them from lsmfs: it shows the times of its
+	// last write after a hole punch, and sends them (SETATTR) when it
+	// extends the file. Times set here would appear only after a remount.
 	if err := f.killPrivs(b, ino, &n, kill); err != nil {
 		return err
 	}
@@ -450,7 +456,19 @@ func (f *FS) zeroRange(b *lsm.Batch, ino uint64, n *inode, off, end uint64) erro
 // Lseek answers SEEK_DATA and SEEK_HOLE at block granularity: a stored
 // block is data, a missing one a hole, and the end of the file is a hole.
 // Offsets at or past the end give ENXIO.
+//
+// The kernel sends LSEEK without writing its dirty pages back first, so
+// lsmfs only answers from what it stores where no such pages can exist.
+// With the writeback cache any write may be one: LSEEK is refused (ENOSYS),
+// and the kernel then treats every file as data up to its own size. Without
+// it, only a shared writable mapping dirties pages, and a mapping keeps its
+// handle open: while a handle open for writing exists, the whole file is
+// data. A hole reported as data is allowed; data reported as a hole made cp
+// and tar --sparse copy zeros.
 func (f *FS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	if f.opts.WritebackCache {
+		return fuse.ENOSYS
+	}
 	off, err := f.lseek(in.NodeId, in.Offset, in.Whence)
 	if err != nil {
 		return f.errno("lseek", in.NodeId, err)
@@ -465,7 +483,8 @@ func (f *FS) lseek(ino, off uint64, whence uint32) (uint64, error) {
 	}
 	h := f.locks.lock(ino)
 	defer h.unlock()
-	if oi := f.open.get(ino); oi != nil {
+	oi := f.open.get(ino)
+	if oi != nil {
 		if err := f.flushLocked(oi, false); err != nil {
 			return 0, err
 		}
@@ -476,6 +495,13 @@ func (f *FS) lseek(ino, off uint64, whence uint32) (uint64, error) {
 	}
 	if off >= n.Size {
 		return 0, syscall.ENXIO
+	}
+	if oi != nil && oi.writers > 0 {
+		// Pages of a shared writable mapping may be dirty in the kernel.
+		if whence == seekData {
+			return off, nil
+		}
+		return n.Size, nil
 	}
 	bs := uint64(f.bs)
 	lo, hi := blockRange(ino, off/bs, 0)

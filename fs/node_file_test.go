@@ -84,6 +84,16 @@ func TestSparseFile(t *testing.T) {
 	if got := e.mustRead(ino, fh, 5*bs, 100); !bytes.Equal(got, make([]byte, 100)) {
 		t.Fatal("hole is not zeros")
 	}
+	// While a handle open for writing exists (a shared writable mapping
+	// may hold dirty pages lsmfs has not seen), the whole file is data.
+	if off, err := e.lseek(ino, fh, bs, 3); err != 0 || off != bs {
+		t.Fatalf("SEEK_DATA from hole, file open for writing: %d %v; want %d", off, err, bs)
+	}
+	if off, err := e.lseek(ino, fh, 0, 4); err != 0 || off != uint64(len(want)) {
+		t.Fatalf("SEEK_HOLE, file open for writing: %d %v; want %d", off, err, len(want))
+	}
+	e.release(ino, fh)
+	fh = e.mustOpen(ino, syscall.O_RDONLY)
 	off, err := e.lseek(ino, fh, 100, 3) // SEEK_DATA
 	if err != 0 || off != 100 {
 		t.Fatalf("SEEK_DATA in data block: %d %v", off, err)

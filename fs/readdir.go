@@ -54,7 +54,7 @@ func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 		h.unlock()
 		return f.errno("opendir", ino, err)
 	}
-	oi := f.open.acquire(ino)
+	oi := f.open.acquire(ino, in.Flags)
 	h.unlock()
 	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags, dir: &dirHandle{ino: ino}})
 	return fuse.OK
@@ -73,7 +73,7 @@ func (f *FS) ReleaseDir(in *fuse.ReleaseIn) {
 		h.dir.snap = nil
 	}
 	h.dir.mu.Unlock()
-	if err := f.releaseInode(h.oi); err != nil {
+	if err := f.releaseInode(h.oi, h.flags); err != nil {
 		f.errno("releasedir", h.ino, err)
 	}
 }

@@ -93,15 +93,25 @@ func (wb *writeBuffer) overlay(n *inode) {
 		return
 	}
 	n.Size = max(n.Size, wb.size)
-	n.Mtime = wb.mtime
-	n.Ctime = max(n.Ctime, wb.mtime)
+	if wb.mtime != 0 {
+		n.Mtime = wb.mtime
+		n.Ctime = max(n.Ctime, wb.mtime)
+	}
+	// Each buffered block will be stored at least as long as its data:
+	// their sum bounds Stored from below where the stored lengths they
+	// replace are not known. Without it a file sized by ftruncate and then
+	// filled through a descriptor kept open showed st_blocks 0, which tar
+	// --sparse takes for a file of holes and archives as zeros.
+	var buffered uint64
 	for _, b := range wb.blocks {
+		buffered += uint64(len(b.data))
 		if b.unknownOld {
 			n.estimated = true // the stored block's length is not known before the flush
 			continue
 		}
 		n.Stored += uint64(len(b.data) - max(b.oldLen, 0))
 	}
+	n.Stored = max(n.Stored, buffered)
 	if wb.kill {
 		n.Mode = killPriv(n.Mode)
 	}
@@ -224,7 +234,13 @@ func (f *FS) bufferWrite(oi *openInode, off uint64, data [][]byte, kill bool) er
 		pos += uint64(len(d))
 	}
 	wb.size = max(wb.size, end)
-	wb.mtime = f.now()
+	if !f.opts.WritebackCache {
+		// With the writeback cache the kernel keeps a regular file's
+		// times and sends them (SETATTR) when it writes the inode back;
+		// its WRITEs come at writeback, later than the write(2)s, and
+		// must not stamp their own time over those.
+		wb.mtime = f.now()
+	}
 	wb.kill = wb.kill || kill
 	return nil
 }
@@ -308,8 +324,10 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 			last := idxs[end-1]
 			n.Size = max(n.Size, last*uint64(f.bs)+uint64(len(wb.blocks[last].data)))
 		}
-		n.Mtime = wb.mtime
-		n.Ctime = max(n.Ctime, wb.mtime)
+		if wb.mtime != 0 {
+			n.Mtime = wb.mtime
+			n.Ctime = max(n.Ctime, wb.mtime)
+		}
 		if err := f.killPrivs(b, oi.ino, &n, wb.kill); err != nil {
 			return err
 		}

@@ -542,13 +542,22 @@ func testSparse(t *testing.T, dir string) {
 		t.Errorf("reading past the hole: %v or wrong bytes", err)
 	}
 	// Holes are found at the filesystem's block granularity (at most 1 MiB):
-	// look for data from 2 MiB on.
-	if off, err := unix.Seek(int(f.Fd()), 2<<20, unix.SEEK_DATA); err != nil || off > far || off < far-(1<<20) {
+	// look for data from 2 MiB on. Through a read-only descriptor with no
+	// writer left: while a file is open for writing, lsmfs reports all of
+	// it as data (a shared mapping may hold dirty pages it has not seen).
+	must(t, f.Close())
+	r, err := os.Open(p)
+	must(t, err)
+	if off, err := unix.Seek(int(r.Fd()), 2<<20, unix.SEEK_DATA); err != nil || off > far || off < far-(1<<20) {
 		t.Errorf("SEEK_DATA from the hole = %d, %v; want the block of %d", off, err, far)
 	}
-	if off, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE); err != nil || off < 4096 || off > far {
+	if off, err := unix.Seek(int(r.Fd()), 0, unix.SEEK_HOLE); err != nil || off < 4096 || off > far {
 		t.Errorf("SEEK_HOLE from 0 = %d, %v; want in [4096, %d]", off, err, far)
 	}
+	must(t, r.Close())
+	f, err = os.OpenFile(p, os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
 	// Extending truncate makes a hole at the end; shrinking drops data.
 	must(t, f.Truncate(2*far))
 	if _, err := f.ReadAt(got, 2*far-4096); err != nil || !bytes.Equal(got, make([]byte, 4096)) {
