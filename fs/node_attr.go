@@ -55,7 +55,11 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn, caller fuse.Caller) (inode,
 	h := f.locks.lock(ino)
 	defer h.unlock()
 	oi := f.open.get(ino)
+	var cutKill bool
 	if oi != nil {
+		if valid&fuse.FATTR_SIZE != 0 {
+			cutKill = f.cut(&oi.wb, in.Size, maxFileSize)
+		}
 		// Attributes change on a clean record: no buffered size or
 		// mtime may land after (and undo) this change.
 		if err := f.flushLocked(oi, false); err != nil {
@@ -88,7 +92,7 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn, caller fuse.Caller) (inode,
 	// for a non-root owner only.
 	noIDs := valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER|fuse.FATTR_CTIME) == 0 && caller.Uid != 0 && caller.Uid == n.Uid
 	if !n.isDir() && (chown || noIDs || valid&(fuse.FATTR_KILL_SUIDGID|fuse.FATTR_SIZE) != 0) {
-		killMode := (chown || noIDs) && valid&fuse.FATTR_MODE == 0 || valid&fuse.FATTR_KILL_SUIDGID != 0
+		killMode := (chown || noIDs) && valid&fuse.FATTR_MODE == 0 || valid&fuse.FATTR_KILL_SUIDGID != 0 || cutKill
 		if err := f.killPrivs(b, ino, &n, killMode); err != nil {
 			return inode{}, err
 		}

@@ -5,6 +5,7 @@ package fs
 // arithmetic of truncation and hole punching.
 
 import (
+	"fmt"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -326,7 +327,12 @@ func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill, sync bool) er
 	}
 	h := f.locks.lock(ino)
 	defer h.unlock()
+	var bufferedSize uint64 // the size buffered writes gave the file
 	if oi := f.open.get(ino); oi != nil {
+		if mode&(fallocPunchHole|fallocZeroRange) != 0 && oi.wb.dirty() {
+			bufferedSize = oi.wb.size
+			kill = f.cut(&oi.wb, off, off+length) || kill
+		}
 		if err := f.flushLocked(oi, false); err != nil {
 			return err
 		}
@@ -335,6 +341,8 @@ func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill, sync bool) er
 	if err != nil {
 		return err
 	}
+	// A cut block may have been the one that extended the file.
+	n.Size = max(n.Size, bufferedSize)
 	if n.isDir() {
 		return syscall.EISDIR
 	}
@@ -412,8 +420,9 @@ func (f *FS) zeroRange(b *lsm.Batch, ino uint64, n *inode, off, end uint64) erro
 			it.Close()
 			return err
 		}
-		v := it.Value()
-		vlen := uint64(len(v))
+		// Lengths only: a block the range deletes whole or misses is not
+		// read (shrinking a 10 GiB file to 1 byte read 10 GiB before).
+		vlen := uint64(it.ValueLen())
 		if idx >= inLo && idx < inHi {
 			n.Stored -= vlen
 			insideCount++
@@ -431,9 +440,19 @@ func (f *FS) zeroRange(b *lsm.Batch, ino uint64, n *inode, off, end uint64) erro
 			b.Delete(it.Key())
 			n.Stored -= vlen
 		case ze >= vlen:
+			v, err := cutBlockValue(it, vlen)
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("block %d of inode %d: %w", idx, ino, err)
+			}
 			b.Set(it.Key(), v[:zs])
 			n.Stored -= vlen - zs
 		default:
+			v, err := cutBlockValue(it, vlen)
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("block %d of inode %d: %w", idx, ino, err)
+			}
 			nv := append([]byte(nil), v...)
 			clear(nv[zs:ze])
 			b.Set(it.Key(), nv)
@@ -451,6 +470,19 @@ func (f *FS) zeroRange(b *lsm.Batch, ino uint64, n *inode, off, end uint64) erro
 		}
 	}
 	return nil
+}
+
+// cutBlockValue reads the value of the block it is on, which zeroRange
+// trims or zeroes in part, and checks it has the length the pointer gave.
+func cutBlockValue(it *lsm.Iterator, vlen uint64) ([]byte, error) {
+	v := it.Value()
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	if uint64(len(v)) != vlen {
+		return nil, fmt.Errorf("%d bytes stored, %d recorded: %w", len(v), vlen, ErrCorrupt)
+	}
+	return v, nil
 }
 
 // Lseek answers SEEK_DATA and SEEK_HOLE at block granularity: a stored
@@ -585,7 +617,10 @@ func (f *FS) copyFileRange(in *fuse.CopyFileRangeIn) (uint32, error) {
 		err := f.flushLocked(dst.oi, true)
 		h.unlock()
 		if err != nil {
-			return uint32(done), err
+			// Durable on return, or an error: a count would tell the
+			// caller the bytes were forced (the kernel does not fsync
+			// after a FUSE copy_file_range). They stay buffered.
+			return 0, err
 		}
 	}
 	return uint32(done), nil

@@ -416,6 +416,32 @@ func (f *FS) resolveBases(ino uint64, dbs []*dirtyBlock, idxs []uint64) error {
 }
 
 // discard drops the buffer without writing it (the inode is being deleted).
+// cut drops the buffered blocks that lie wholly in [lo, hi), for a
+// truncation to lo (hi: maxFileSize) or a hole punched over the range that
+// is about to be written: it needs none of their bytes, and writing them
+// first could fail (ENOSPC) where the operation, which frees space, would
+// not: truncate -s 0 of a runaway log on a full disk must work. Blocks the
+// range cuts are kept (the operation trims or zeroes them once stored).
+// It returns whether a cut write asked for setuid/setgid removal that is
+// now left to the caller (the buffer is clean, so no flush will do it).
+func (f *FS) cut(wb *writeBuffer, lo, hi uint64) (kill bool) {
+	bs := uint64(f.bs)
+	for idx, db := range wb.blocks {
+		if start := idx * bs; start >= lo && (start+bs <= hi || hi >= maxFileSize) {
+			f.putBlockBuf(db.data)
+			delete(wb.blocks, idx)
+			wb.bytes -= f.bs
+		}
+	}
+	// wb.size stays: if blocks remain, their flush records that size and
+	// a truncation then trims what lies past the new one (the straddling
+	// block's bytes too).
+	if !wb.dirty() {
+		kill, wb.kill = wb.kill, false
+	}
+	return kill
+}
+
 func (f *FS) discard(wb *writeBuffer) {
 	for idx, db := range wb.blocks {
 		f.putBlockBuf(db.data)
