@@ -80,6 +80,10 @@ type spaceState struct {
 	// reclaim: a reclaim pass runs; reclaimAgain: deletions came in since
 	// it started.
 	reclaim, reclaimAgain bool
+	// deadCursor is the segment after which the next reclaim pass goes
+	// on looking for dead segments (retireDeadSegments). Reclaim passes
+	// only.
+	deadCursor uint64
 }
 
 const (
@@ -321,6 +325,14 @@ func (d *DB) reclaimPass() {
 		// dead need no space to go.
 		_, cerr := d.CleanValueLog()
 		err = errors.Join(err, cerr)
+		// A compaction that could not run (it needs room for its
+		// outputs, up to a level's size) did not count what the
+		// deletions freed in the value log: look for segments no key
+		// reads any more, whatever their counts say.
+		if d.space.full.Load() && !errors.Is(cerr, ErrClosed) {
+			_, rerr := d.retireDeadSegments(reclaimDeadChecks)
+			err = errors.Join(err, rerr)
+		}
 	}
 	if err != nil && !errors.Is(err, ErrClosed) {
 		d.opts.Logger.Warn("reclaiming space", "err", err)

@@ -541,6 +541,87 @@ func (d *DB) cleanValueLog(threshold float64, n int, background bool) (int, erro
 	return cleaned, err
 }
 
+// reclaimDeadChecks bounds the segments one reclaim pass walks the tree
+// for (retireDeadSegments): each walk passes at most a few entries per
+// record the segment holds.
+const reclaimDeadChecks = 16
+
+// retireDeadSegments retires sealed segments that no key reads any more,
+// learned by segmentDead's bounded walk over each one's key range, whatever
+// its discard count: on a full disk the compaction that would count what
+// deletions freed may not find room to run, and the segments would stay.
+// Retiring needs no space. It checks at most n segments, going on after
+// the last one the previous call checked, and returns how many it retired.
+func (d *DB) retireDeadSegments(n int) (int, error) {
+	if d.opts.ReadOnly || d.vlogW == nil {
+		return 0, nil
+	}
+	d.mu.Lock()
+	for d.mu.cleaning {
+		d.mu.cond.Wait()
+	}
+	if d.mu.closing || d.mu.closed {
+		d.mu.Unlock()
+		return 0, ErrClosed
+	}
+	d.mu.cleaning = true
+	active := d.vlogActive.Load()
+	var segs []uint64
+	for seg := range d.mu.versions.vlog {
+		if seg != active && d.mu.zombies[seg] == 0 && !d.mu.unreadable[seg] {
+			segs = append(segs, seg)
+		}
+	}
+	slices.Sort(segs)
+	// From the cursor on, then around.
+	i, _ := slices.BinarySearch(segs, d.space.deadCursor+1)
+	segs = append(segs[i:], segs[:i]...)
+	if len(segs) > n {
+		segs = segs[:n]
+	}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.mu.cleaning = false
+		d.mu.cond.Broadcast()
+		d.mu.Unlock()
+	}()
+	// The barrier of cleanSegment: past it, a pointer into a sealed
+	// segment that no key reads stays unread.
+	d.commit.Lock()
+	d.commit.Unlock()
+	retired := 0
+	for _, seg := range segs {
+		d.space.deadCursor = seg
+		d.mu.Lock()
+		s := d.mu.versions.vlog[seg]
+		d.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		dead, err := d.segmentDead(seg, s)
+		if err != nil {
+			if errors.Is(err, ErrClosed) {
+				return retired, err
+			}
+			continue // a read error: the cleaner reports it when it gets there
+		}
+		if !dead {
+			continue
+		}
+		if err := d.retireSegment(seg); err != nil {
+			return retired, err
+		}
+		retired++
+	}
+	if retired > 0 {
+		if err := d.removeZombies(); err != nil {
+			return retired, err
+		}
+	}
+	return retired, nil
+}
+
 // cleanReadError is a read of the tree or of the segment that failed while
 // the cleaner worked on a segment, before it wrote anything for it.
 type cleanReadError struct{ err error }
