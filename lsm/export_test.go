@@ -12,3 +12,6 @@ func (d *DB) WaitCleaner() {
 	}
 	d.mu.Unlock()
 }
+
+// SetVlogMaxOpen bounds the value-log files the engine keeps open.
+func (d *DB) SetVlogMaxOpen(n int) { d.vlogR.SetMaxOpen(n) }

@@ -2,6 +2,7 @@ package vlog
 
 import (
 	"bytes"
+	"container/list"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,7 +32,12 @@ type Reader struct {
 
 	mu struct {
 		sync.Mutex
-		files map[uint64]vfs.File
+		// files holds the open segment files, at most maxOpen of them
+		// unless more are in use at once; lru orders them, least recently
+		// used at the back.
+		files   map[uint64]*openSegment
+		lru     list.List
+		maxOpen int
 		// forgotten holds the segments Forget closed: they are being
 		// removed, and a late reader must not open them again (its handle
 		// would keep the removed file's space until Close).
@@ -39,43 +45,109 @@ type Reader struct {
 	}
 }
 
+// openSegment is an open segment file and the reads using it.
+type openSegment struct {
+	f    vfs.File
+	refs int
+	// gone: evicted or forgotten while in use; the last release closes f.
+	gone bool
+	elem *list.Element
+}
+
+// DefaultMaxOpen is how many segment files a Reader keeps open (64 GiB of
+// 64 MiB segments); the table cache bounds tables' descriptors alike.
+const DefaultMaxOpen = 1024
+
 // NewReader returns a reader of the segments in dir. ns is ORed into the
 // cache keys' file numbers (0 for a cache of its own).
 func NewReader(fs vfs.FS, dir string, cache *blockcache.Cache, ns uint64) *Reader {
 	r := &Reader{fs: fs, dir: dir, cache: cache, ns: ns}
-	r.mu.files = map[uint64]vfs.File{}
+	r.mu.files = map[uint64]*openSegment{}
 	r.mu.forgotten = map[uint64]bool{}
+	r.mu.maxOpen = DefaultMaxOpen
 	return r
 }
 
-func (r *Reader) file(seg uint64) (vfs.File, error) {
+// SetMaxOpen changes how many segment files r keeps open (n >= 1).
+func (r *Reader) SetMaxOpen(n int) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f := r.mu.files[seg]; f != nil {
-		return f, nil
-	}
-	if r.mu.forgotten[seg] {
-		return nil, fmt.Errorf("vlog: segment %s was removed: %w", FileName(seg), fs.ErrNotExist)
-	}
-	f, err := r.fs.Open(vfs.Join(r.dir, FileName(seg)))
-	if err != nil {
-		return nil, err
-	}
-	r.mu.files[seg] = f
-	return f, nil
+	r.mu.maxOpen = max(n, 1)
+	r.evictLocked()
+	r.mu.Unlock()
 }
 
-// fileOf returns the open file of p's segment; a missing segment is
-// corruption (a pointer into it is durable).
-func (r *Reader) fileOf(p Pointer) (vfs.File, error) {
-	f, err := r.file(p.Segment)
+// file returns seg's open file and the release the caller must call when
+// its read is done.
+func (r *Reader) file(seg uint64) (vfs.File, func(), error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.mu.files[seg]
+	if o == nil {
+		if r.mu.forgotten[seg] {
+			return nil, nil, fmt.Errorf("vlog: segment %s was removed: %w", FileName(seg), fs.ErrNotExist)
+		}
+		f, err := r.fs.Open(vfs.Join(r.dir, FileName(seg)))
+		if err != nil {
+			return nil, nil, err
+		}
+		o = &openSegment{f: f}
+		o.elem = r.mu.lru.PushFront(seg)
+		r.mu.files[seg] = o
+		r.evictLocked()
+	} else {
+		r.mu.lru.MoveToFront(o.elem)
+	}
+	o.refs++
+	return o.f, func() { r.release(o) }, nil
+}
+
+func (r *Reader) release(o *openSegment) {
+	r.mu.Lock()
+	o.refs--
+	closeNow := o.refs == 0 && o.gone
+	r.mu.Unlock()
+	if closeNow {
+		o.f.Close()
+	}
+}
+
+// evictLocked closes the least recently used files past maxOpen; a file
+// in use is dropped from the set and closed by its last release.
+func (r *Reader) evictLocked() {
+	for r.mu.lru.Len() > r.mu.maxOpen {
+		e := r.mu.lru.Back()
+		seg := e.Value.(uint64)
+		r.dropLocked(seg)
+	}
+}
+
+// dropLocked removes seg's file from the set, closing it unless a read
+// uses it (the last release closes it then).
+func (r *Reader) dropLocked(seg uint64) {
+	o := r.mu.files[seg]
+	if o == nil {
+		return
+	}
+	delete(r.mu.files, seg)
+	r.mu.lru.Remove(o.elem)
+	if o.refs > 0 {
+		o.gone = true
+		return
+	}
+	o.f.Close()
+}
+
+// fileOf returns the open file of p's segment and its release; a missing
+// segment is corruption (a pointer into it is durable).
+func (r *Reader) fileOf(p Pointer) (vfs.File, func(), error) {
+	f, release, err := r.file(p.Segment)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, p, FileName(p.Segment))
+			return nil, nil, fmt.Errorf("%w: %s: segment %s is missing", ErrCorrupt, p, FileName(p.Segment))
 		}
-		return nil, fmt.Errorf("vlog: read %s: %w", p, err)
+		return nil, nil, fmt.Errorf("vlog: read %s: %w", p, err)
 	}
-	return f, nil
+	return f, release, nil
 }
 
 // Read returns the value p points to. The result may be shared with the
@@ -100,12 +172,13 @@ func (r *Reader) read(p Pointer, fill bool) ([]byte, error) {
 		}
 		return b, nil
 	}
-	f, err := r.fileOf(p)
+	f, release, err := r.fileOf(p)
 	if err != nil {
 		return nil, err
 	}
 	b := make([]byte, p.Len)
 	n, err := f.ReadAt(b, int64(p.Offset))
+	release()
 	if n < len(b) {
 		if err == nil || errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: %s: past the end of the segment", ErrCorrupt, p)
@@ -157,7 +230,7 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 			return i, fmt.Errorf("vlog: read run: %s does not follow %s", ps[i], ps[i-1])
 		}
 	}
-	f, err := r.fileOf(first)
+	f, release, err := r.fileOf(first)
 	if err != nil {
 		return 0, err
 	}
@@ -168,7 +241,9 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 		*bp = make([]byte, n)
 	}
 	b := (*bp)[:n]
-	if k, err := f.ReadAt(b, int64(first.Offset)); k < n {
+	k, err := f.ReadAt(b, int64(first.Offset))
+	release()
+	if k < n {
 		// The first pointer whose value the short read did not reach.
 		i := 0
 		for i < len(ps)-1 && ps[i].Offset+uint64(ps[i].Len)-first.Offset <= uint64(k) {
@@ -199,24 +274,19 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 // segment fail from then on as if it were missing.
 func (r *Reader) Forget(seg uint64) {
 	r.mu.Lock()
-	f := r.mu.files[seg]
-	delete(r.mu.files, seg)
+	r.dropLocked(seg)
 	r.mu.forgotten[seg] = true
 	r.mu.Unlock()
-	if f != nil {
-		f.Close()
-	}
 }
 
-// Close closes every open segment file.
+// Close closes every open segment file (a file a read still uses, at its
+// release).
 func (r *Reader) Close() {
 	r.mu.Lock()
-	files := r.mu.files
-	r.mu.files = map[uint64]vfs.File{}
-	r.mu.Unlock()
-	for _, f := range files {
-		f.Close()
+	for seg := range r.mu.files {
+		r.dropLocked(seg)
 	}
+	r.mu.Unlock()
 }
 
 // Record is one record met by Scan.

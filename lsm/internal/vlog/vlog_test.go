@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/lsmfs/lsmfs/blockcache"
@@ -340,4 +342,97 @@ func TestForgottenSegmentStaysClosed(t *testing.T) {
 	if v, err := r.Read(p); err == nil {
 		t.Fatalf("read of a forgotten segment succeeded (%q): it was reopened", v)
 	}
+}
+
+// TestReaderFilesEvicted: with room for 3 open segment files, concurrent
+// reads over 20 segments all succeed (a file evicted while a read uses it
+// is closed by that read's release), at most 3 files plus those in use stay
+// open, and Close closes them all.
+func TestReaderFilesEvicted(t *testing.T) {
+	cfs := &openCounter{FS: vfs.NewMem()}
+	w, sealed := newTestWriter(t, cfs, 8<<10)
+	var ps []Pointer
+	var vs [][]byte
+	for i := 0; len(sealed) < 20; i++ {
+		v := bytes.Repeat([]byte{byte(i)}, 1000+i%7)
+		p, err := w.Append([]byte(fmt.Sprint(i)), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, vs = append(ps, p), append(vs, v)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r := NewReader(cfs, "/d", nil, 0)
+	r.SetMaxOpen(3)
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := 0; i < 2000; i++ {
+				j := rng.IntN(len(ps))
+				if i%5 == 0 && j+1 < len(ps) && Adjacent(ps[j], ps[j], ps[j+1]) {
+					if _, err := r.ReadRun(ps[j:j+2], func(k int, v []byte) error {
+						if !bytes.Equal(v, vs[j+k]) {
+							return fmt.Errorf("run value %d differs", j+k)
+						}
+						return nil
+					}); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				v, err := r.Read(ps[j])
+				if err == nil && !bytes.Equal(v, vs[j]) {
+					err = fmt.Errorf("value %d differs", j)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cfs.open.Load(); n > 3 {
+		t.Errorf("%d segment files open with a bound of 3", n)
+	}
+	r.Close()
+	if n := cfs.open.Load(); n != 0 {
+		t.Errorf("%d segment files open after Close", n)
+	}
+}
+
+// openCounter counts the files opened with Open and not yet closed.
+type openCounter struct {
+	vfs.FS
+	open atomic.Int64
+}
+
+type countedFile struct {
+	vfs.File
+	c    *openCounter
+	once sync.Once
+}
+
+func (c *openCounter) Open(name string) (vfs.File, error) {
+	f, err := c.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	c.open.Add(1)
+	return &countedFile{File: f, c: c}, nil
+}
+
+func (f *countedFile) Close() error {
+	f.once.Do(func() { f.c.open.Add(-1) })
+	return f.File.Close()
 }
