@@ -29,3 +29,6 @@ func CheckACLRoundTrip(t *testing.T, v []byte) {
 		t.Fatalf("createMasq of %x: mode %#o, acl %x", v, mode, c.encode())
 	}
 }
+
+// Buffered is the memory all write buffers hold.
+func (f *FS) Buffered() int64 { return f.buffered.Load() }

@@ -63,6 +63,8 @@ type FS struct {
 	// at Init); only then are system.posix_acl_* served (node_acl.go).
 	acl atomic.Bool
 
+	// buffered is the memory all write buffers hold (Options.WriteBufferTotal).
+	buffered atomic.Int64
 	// flusher writes buffers dirty for FlushAge (writebuf.go flushOld).
 	flusher struct {
 		stop chan struct{}

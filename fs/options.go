@@ -20,6 +20,9 @@ const (
 	DefaultAttrTimeout     = time.Hour
 	DefaultNegativeTimeout = time.Hour
 	DefaultWriteBufferSize = 4 << 20
+	// DefaultWriteBufferTotal bounds the write buffers of all files
+	// together (sixteen files' worth).
+	DefaultWriteBufferTotal = 64 << 20
 	// DefaultFlushAge is half the engine's default commit interval (5s).
 	DefaultFlushAge = 2500 * time.Millisecond
 )
@@ -42,6 +45,12 @@ type Options struct {
 	// flushed to the engine as one batch. Default 4 MiB
 	// (DefaultWriteBufferSize); range [4KiB, 1GiB].
 	WriteBufferSize int
+	// WriteBufferTotal bounds the dirty data buffered for all inodes
+	// together: past it, a write flushes its own file's buffer at once, so
+	// many files written and kept open cannot hold memory without bound.
+	// Default 64 MiB (DefaultWriteBufferTotal), and at least
+	// WriteBufferSize.
+	WriteBufferTotal int
 
 	// FlushAge is how long buffered writes may wait in a write buffer
 	// before a background flusher hands them to the engine and forces the
@@ -83,6 +92,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.WriteBufferSize == 0 {
 		o.WriteBufferSize = DefaultWriteBufferSize
 	}
+	if o.WriteBufferTotal == 0 {
+		o.WriteBufferTotal = max(DefaultWriteBufferTotal, o.WriteBufferSize)
+	}
 	if o.FlushAge == 0 {
 		o.FlushAge = DefaultFlushAge
 	}
@@ -100,6 +112,9 @@ func (o *Options) Validate() error {
 	if o.WriteBufferSize < 4<<10 || o.WriteBufferSize > 1<<30 {
 		return fmt.Errorf("fs: write buffer size %d out of range [4KiB, 1GiB]", o.WriteBufferSize)
 	}
+	if o.WriteBufferTotal < o.WriteBufferSize {
+		return fmt.Errorf("fs: write buffer total %d below the write buffer size %d", o.WriteBufferTotal, o.WriteBufferSize)
+	}
 	return nil
 }
 
@@ -108,8 +123,8 @@ func (o *Options) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "entry_timeout=%s\nattr_timeout=%s\nnegative_timeout=%s\n",
 		timeout(o.EntryTimeout), timeout(o.AttrTimeout), timeout(o.NegativeTimeout))
-	fmt.Fprintf(&b, "write_buffer_size=%d\nflush_age=%s\nread_only=%v\nwriteback_cache=%v\n",
-		o.WriteBufferSize, timeout(o.FlushAge), o.ReadOnly, o.WritebackCache)
+	fmt.Fprintf(&b, "write_buffer_size=%d\nwrite_buffer_total=%d\nflush_age=%s\nread_only=%v\nwriteback_cache=%v\n",
+		o.WriteBufferSize, o.WriteBufferTotal, timeout(o.FlushAge), o.ReadOnly, o.WritebackCache)
 	return b.String()
 }
 

@@ -168,7 +168,7 @@ func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bo
 	if err := f.bufferWrite(oi, off, data, kill); err != nil {
 		return err
 	}
-	if sync || wb.bytes > f.opts.WriteBufferSize {
+	if sync || wb.bytes > f.opts.WriteBufferSize || f.buffered.Load() > int64(f.opts.WriteBufferTotal) {
 		if err := f.flushLocked(oi, sync); err != nil {
 			f.discard(wb)
 			return err
@@ -261,6 +261,7 @@ func (f *FS) copyIn(wb *writeBuffer, off uint64, data []byte) {
 			db.needBase = db.unknownOld && (in != 0 || n != bs)
 			wb.blocks[idx] = db
 			wb.bytes += f.bs
+			f.buffered.Add(int64(f.bs))
 		}
 		if need := int(in + n); len(db.data) < need {
 			old := len(db.data)
@@ -344,6 +345,7 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 			f.putBlockBuf(wb.blocks[idx].data)
 			delete(wb.blocks, idx)
 			wb.bytes -= f.bs
+			f.buffered.Add(-int64(f.bs))
 		}
 		// Blocks below the new size may now exist: a later write to one
 		// must read it first.
@@ -431,6 +433,7 @@ func (f *FS) cut(wb *writeBuffer, lo, hi uint64) (kill bool) {
 			f.putBlockBuf(db.data)
 			delete(wb.blocks, idx)
 			wb.bytes -= f.bs
+			f.buffered.Add(-int64(f.bs))
 		}
 	}
 	// wb.size stays: if blocks remain, their flush records that size and
@@ -447,6 +450,7 @@ func (f *FS) discard(wb *writeBuffer) {
 		f.putBlockBuf(db.data)
 		delete(wb.blocks, idx)
 	}
+	f.buffered.Add(-int64(wb.bytes))
 	wb.bytes = 0
 	wb.kill = false
 }
