@@ -292,7 +292,13 @@ func open(dir string, opts *Options, lock io.Closer) (*DB, error) {
 	if !o.ReadOnly {
 		// A fresh manifest: appends never follow a torn tail.
 		if err := vs.rotate(); err != nil {
-			return nil, fmt.Errorf("open %s: %w", dir, err)
+			if !isNoSpace(err) {
+				return nil, fmt.Errorf("open %s: %w", dir, err)
+			}
+			if rerr := vs.resume(); rerr != nil {
+				return nil, fmt.Errorf("open %s: %w", dir, errors.Join(err, rerr))
+			}
+			o.Logger.Warn("no space for a new manifest: appending to the current one", "err", err)
 		}
 		vs.current.onObsolete = d.deleteObsolete
 		d.removeGarbageLocked()

@@ -30,6 +30,7 @@ type versionSet struct {
 
 	manifestNum     uint64
 	manifest        *manifest.Writer
+	loadedLen       int64 // where the valid records of the manifest load read end
 	maxManifestSize int64
 
 	nextFileNum uint64
@@ -85,10 +86,11 @@ func (vs *versionSet) load() error {
 		}
 		return fmt.Errorf("read %s: %w", name, err)
 	}
-	edits, err := manifest.ReadAll(name, data)
+	edits, valid, err := manifest.ReadAllLen(name, data)
 	if err != nil {
 		return err
 	}
+	vs.loadedLen = valid
 	if len(edits) == 0 || edits[0].FormatVersion == 0 {
 		return base.Corruptf(name, -1, "manifest does not start with a snapshot")
 	}
@@ -276,6 +278,34 @@ func (vs *versionSet) rotate() error {
 			vs.logger.Warn("remove old manifest", "file", manifest.FileName(oldNum), "err", err)
 		}
 	}
+	return nil
+}
+
+// resume goes on appending to the manifest load read, cut after its last
+// valid record, for an open that has no room for a new one (rotate): a
+// full disk must not keep the engine from opening, or the files that
+// would free it from being deleted. Cutting needs no space, and an edit
+// usually fits in the file's last block.
+func (vs *versionSet) resume() error {
+	name := manifest.FileName(vs.manifestNum)
+	// Only if the failed rotation did not switch CURRENT already.
+	data, err := manifest.ReadFile(vs.fs, vs.path("CURRENT"))
+	if err != nil {
+		return fmt.Errorf("read CURRENT: %w", err)
+	}
+	if num, err := manifest.DecodeCurrent(data); err != nil || num != vs.manifestNum {
+		return fmt.Errorf("CURRENT no longer names %s (%d, %v)", name, num, err)
+	}
+	f, err := vs.fs.OpenReadWrite(vs.path(name))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", name, err)
+	}
+	w, err := manifest.ResumeWriter(f, vs.loadedLen)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	vs.manifest = w
 	return nil
 }
 

@@ -35,10 +35,23 @@ type Writer struct {
 // NewWriter starts a manifest in f (an empty, newly created file).
 func NewWriter(f vfs.File) (*Writer, error) {
 	hdr := append([]byte(magic), fileVersion)
-	if _, err := f.Write(hdr); err != nil {
+	if _, err := f.WriteAt(hdr, 0); err != nil {
 		return nil, fmt.Errorf("manifest: write header: %w", err)
 	}
 	return &Writer{f: f, size: int64(len(hdr))}, nil
+}
+
+// ResumeWriter appends to the manifest in f, whose valid records end at
+// size (ReadAllLen): what follows, a torn tail, is cut off first, so that
+// no record follows damage.
+func ResumeWriter(f vfs.File, size int64) (*Writer, error) {
+	if err := f.Truncate(size); err != nil {
+		return nil, fmt.Errorf("manifest: cut the tail at %d: %w", size, err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("manifest: sync: %w", err)
+	}
+	return &Writer{f: f, size: size}, nil
 }
 
 // Append writes the edit and syncs the file. After a failure every later call
@@ -53,7 +66,7 @@ func (w *Writer) Append(e *Edit) error {
 	binary.LittleEndian.PutUint32(w.buf[0:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(w.buf[4:], crc32.Checksum(payload, castagnoli))
 	binary.LittleEndian.PutUint32(w.buf[8:], crc32.Checksum(w.buf[:8], castagnoli))
-	if _, err := w.f.Write(w.buf); err != nil {
+	if _, err := w.f.WriteAt(w.buf, w.size); err != nil {
 		w.err = fmt.Errorf("manifest: append: %w", err)
 		return w.err
 	}
@@ -75,11 +88,22 @@ func (w *Writer) Close() error { return w.f.Close() }
 // ends the log; any other damage returns a *base.CorruptionError naming the
 // offset.
 func ReadAll(name string, data []byte) ([]*Edit, error) {
+	edits, _, err := ReadAllLen(name, data)
+	return edits, err
+}
+
+// ReadAllLen is ReadAll that also returns where the valid records end.
+func ReadAllLen(name string, data []byte) ([]*Edit, int64, error) {
+	edits, n, err := readAll(name, data)
+	return edits, int64(n), err
+}
+
+func readAll(name string, data []byte) ([]*Edit, int, error) {
 	if len(data) < headerLen || string(data[:len(magic)]) != magic {
-		return nil, base.Corruptf(name, 0, "bad manifest header")
+		return nil, 0, base.Corruptf(name, 0, "bad manifest header")
 	}
 	if data[len(magic)] != fileVersion {
-		return nil, base.Corruptf(name, int64(len(magic)), "manifest version %d unknown", data[len(magic)])
+		return nil, 0, base.Corruptf(name, int64(len(magic)), "manifest version %d unknown", data[len(magic)])
 	}
 	var edits []*Edit
 	off := headerLen
@@ -95,12 +119,12 @@ func ReadAll(name string, data []byte) ([]*Edit, error) {
 			if !validRecordAfter(data, off+1) {
 				break // a torn header of the last append
 			}
-			return nil, base.Corruptf(name, int64(off), "record header checksum mismatch")
+			return nil, 0, base.Corruptf(name, int64(off), "record header checksum mismatch")
 		}
 		n := int(binary.LittleEndian.Uint32(rest))
 		crc := binary.LittleEndian.Uint32(rest[4:])
 		if n > maxRecordSize {
-			return nil, base.Corruptf(name, int64(off), "record length %d", n)
+			return nil, 0, base.Corruptf(name, int64(off), "record length %d", n)
 		}
 		if recordHdrLen+n > len(rest) {
 			break // torn payload at the tail
@@ -110,16 +134,16 @@ func ReadAll(name string, data []byte) ([]*Edit, error) {
 			if off+recordHdrLen+n == len(data) {
 				break // torn final record
 			}
-			return nil, base.Corruptf(name, int64(off), "record checksum mismatch")
+			return nil, 0, base.Corruptf(name, int64(off), "record checksum mismatch")
 		}
 		e, err := DecodeEdit(payload)
 		if err != nil {
-			return nil, base.Corruptf(name, int64(off), "%v", err)
+			return nil, 0, base.Corruptf(name, int64(off), "%v", err)
 		}
 		edits = append(edits, e)
 		off += recordHdrLen + n
 	}
-	return edits, nil
+	return edits, off, nil
 }
 
 // validRecordAfter reports whether a whole, checksummed record starts at some

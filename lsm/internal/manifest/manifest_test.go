@@ -166,3 +166,46 @@ func TestTornHeader(t *testing.T) {
 		t.Fatalf("bad first header: %v", err)
 	}
 }
+
+// TestResumeAfterTornTail: cut at every length, a manifest resumed at its
+// valid end (ReadAllLen, ResumeWriter) and appended to reads back as the
+// edits before the cut followed by the new one: no record follows a torn
+// tail.
+func TestResumeAfterTornTail(t *testing.T) {
+	edits := sampleEdits()
+	data := writeManifest(t, edits)
+	extra := &manifest.Edit{NextFileNum: 99}
+	for n := 8; n <= len(data); n++ {
+		fs := vfs.NewMem()
+		f, err := fs.Create("m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(data[:n], 0); err != nil {
+			t.Fatal(err)
+		}
+		before, valid, err := manifest.ReadAllLen("m", data[:n])
+		if err != nil {
+			t.Fatalf("cut at %d: %v", n, err)
+		}
+		w, err := manifest.ResumeWriter(f, valid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Append(extra); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		again, err := manifest.ReadFile(fs, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := manifest.ReadAll("m", again)
+		if err != nil {
+			t.Fatalf("cut at %d, resumed: %v", n, err)
+		}
+		if want := append(before, extra); !reflect.DeepEqual(got, want) {
+			t.Fatalf("cut at %d, resumed: %d edits, want %d", n, len(got), len(want))
+		}
+	}
+}

@@ -69,6 +69,12 @@ func NewWriter(fs vfs.FS, dir string, maxSize int64, newSegment func() uint64, o
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	seg, f, err := w.start()
+	if isNoSpace(err) {
+		// A full disk: the first Append creates the segment (and fails
+		// with ENOSPC until there is room), so that an engine can open to
+		// delete what frees it.
+		return w, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +141,17 @@ func (w *Writer) Append(key, value []byte) (Pointer, error) {
 	}
 	if len(value) > maxValueLen || len(key) > maxKeyLen {
 		return Pointer{}, fmt.Errorf("vlog: record of %d+%d bytes too large", len(key), len(value))
+	}
+	if w.mu.f == nil {
+		// No active segment yet (NewWriter on a full disk).
+		seg, f, err := w.start()
+		if err != nil {
+			if !isNoSpace(err) {
+				w.mu.err = err
+			}
+			return Pointer{}, err
+		}
+		w.installLocked(seg, f)
 	}
 	if end := w.mu.written + int64(len(w.mu.buf)); end > int64(segHeaderLen) && end+int64(len(key)+len(value)+20) > w.maxSize {
 		if err := w.rollLocked(); err != nil {
