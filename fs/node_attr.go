@@ -89,8 +89,11 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn, caller fuse.Caller) (inode,
 	// ATTR_MODE it computed to clear setuid, and sends FATTR_KILL_SUIDGID
 	// only with an id). So does the kernel's remove-privileges step before
 	// a write, also for root when only a capability goes: clear the bits
-	// for a non-root owner only.
-	noIDs := valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER|fuse.FATTR_CTIME) == 0 && caller.Uid != 0 && caller.Uid == n.Uid
+	// for any caller but root. (A non-owner's chown(-1, -1) of a setuid
+	// file fails in the kernel, so from a non-owner this is a write's
+	// step: answering with the bits cleared keeps the kernel from caching
+	// the old mode for an hour while the write's KILL_SUIDGID clears it.)
+	noIDs := valid&^(fuse.FATTR_FH|fuse.FATTR_LOCKOWNER|fuse.FATTR_CTIME) == 0 && caller.Uid != 0
 	if !n.isDir() && (chown || noIDs || valid&(fuse.FATTR_KILL_SUIDGID|fuse.FATTR_SIZE) != 0) {
 		killMode := (chown || noIDs) && valid&fuse.FATTR_MODE == 0 || valid&fuse.FATTR_KILL_SUIDGID != 0 || cutKill
 		if err := f.killPrivs(b, ino, &n, killMode); err != nil {

@@ -65,6 +65,11 @@ func format(dataDir string, opts FormatOptions, openOpts *lsm.Options) (*lsm.DB,
 		}
 		return nil, [16]byte{}, fmt.Errorf("%s is not empty; lsmfs formats only a new or empty directory", dataDir)
 	}
+	// Private, as a new one is made (CheckDataDir): an empty directory
+	// made by hand may be open to everyone.
+	if err := os.Chmod(dataDir, 0o700); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, [16]byte{}, fmt.Errorf("format %s: %w", dataDir, err)
+	}
 	if opts.Journal != "" && !opts.Force {
 		if err := checkJournalTarget(opts.Journal); err != nil {
 			return nil, [16]byte{}, err

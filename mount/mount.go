@@ -245,6 +245,12 @@ func openOrFormat(dataDir string, cfg Config, logger *slog.Logger) (*lsm.DB, err
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	if !empty {
+		// (An empty one is made private by the format below.)
+		if warning, err := CheckDataDir(dataDir); err != nil {
+			return nil, err
+		} else if warning != "" {
+			logger.Warn(warning)
+		}
 		db, err := lsm.Open(dataDir, engineOpts)
 		if errors.Is(err, vfs.ErrLocked) {
 			db, err = openAfterClose(dataDir, engineOpts, closeWait)

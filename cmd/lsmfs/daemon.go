@@ -216,14 +216,16 @@ const stderrName = "stderr.log"
 // with a warning in the log.
 func keepStderr(dataDir string, logger *slog.Logger) {
 	p := filepath.Join(dataDir, stderrName)
-	if fi, err := os.Stat(p); err == nil && fi.Size() > 0 {
+	// Lstat and O_NOFOLLOW: a symbolic link planted there must not make
+	// a root daemon create or append to another file.
+	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
 		old := p + ".old"
 		if err := os.Rename(p, old); err == nil {
 			logger.Warn("the previous daemon wrote to its standard error: a crash? Its output is in "+old,
 				"file", old, "modified", fi.ModTime().UTC().Format(time.RFC3339))
 		}
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		f, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	}

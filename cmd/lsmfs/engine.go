@@ -59,6 +59,11 @@ func engineFlags() []cli.Flag {
 // command, waiting up to c's --wait for the lock of a closing daemon. A
 // mounted data directory gives an error matching errMounted.
 func openEngine(c *cli.Context, dataDir string, readOnly bool) (*lsm.DB, *lsm.Options, error) {
+	if warning, err := mount.CheckDataDir(dataDir); err != nil {
+		return nil, nil, err
+	} else if warning != "" {
+		fmt.Fprintf(c.App.ErrWriter, "lsmfs: warning: %s\n", warning)
+	}
 	opts := &lsm.Options{ReadOnly: readOnly, Journal: lsm.JournalOptions{Path: c.String("journal")}}
 	db, err := lsm.Open(dataDir, opts)
 	if err == nil || !errors.Is(err, vfs.ErrLocked) {

@@ -53,8 +53,11 @@ func (f osFile) StartWriteback(off, n int64) error {
 	return unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
 
+// Files are opened with O_NOFOLLOW: the engine never makes symbolic links,
+// and one planted in its directory must not lead a daemon running as root
+// to truncate or write another file.
 func (osFS) Create(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +65,7 @@ func (osFS) Create(name string) (File, error) {
 }
 
 func (osFS) Open(name string) (File, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +73,7 @@ func (osFS) Open(name string) (File, error) {
 }
 
 func (osFS) OpenReadWrite(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	f, err := os.OpenFile(name, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +114,7 @@ func (osFS) SyncDir(dir string) error {
 }
 
 func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if errors.Is(err, unix.EROFS) {
 		// A read-only filesystem (read-only media, a snapshot): flock
 		// works on a descriptor open for reading, and without a lock file
