@@ -24,6 +24,13 @@ import (
 // faultEnv is a filesystem over an engine over an ErrorFS over a MemFS.
 func faultEnv(t *testing.T, o *lsm.Options, mem *vfs.MemFS) (*env, *vfs.ErrorFS) {
 	t.Helper()
+	return faultEnvOpts(t, o, mem, fs.Options{WriteBufferSize: 16 << 10})
+}
+
+// faultEnvOpts is faultEnv with the filesystem's options (the clock is
+// the env's).
+func faultEnvOpts(t *testing.T, o *lsm.Options, mem *vfs.MemFS, fo fs.Options) (*env, *vfs.ErrorFS) {
+	t.Helper()
 	efs := vfs.NewErrorFS(mem, nil)
 	o.FS = efs
 	if err := lsm.Format(testDir, o); err != nil {
@@ -37,7 +44,8 @@ func faultEnv(t *testing.T, o *lsm.Options, mem *vfs.MemFS) (*env, *vfs.ErrorFS)
 	if err := fs.Format(db, fs.FormatOptions{BlockSize: bs, Clock: clock.Now}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, mem: mem, db: db, clock: clock, opts: fs.Options{Clock: clock.Now, WriteBufferSize: 16 << 10}}
+	fo.Clock = clock.Now
+	e := &env{t: t, mem: mem, db: db, clock: clock, opts: fo}
 	e.open()
 	t.Cleanup(func() {
 		// After injected failures, closing reports them: expected.

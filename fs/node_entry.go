@@ -48,7 +48,7 @@ func (f *FS) stat(ino uint64) (inode, error) {
 	}
 	h := f.locks.rlock(ino)
 	defer h.unlock()
-	n, err := f.getInode(ino)
+	n, err := f.getInodeOrGhost(ino) // an opendir'ed removed directory is open
 	if err != nil {
 		return n, err
 	}
@@ -127,26 +127,41 @@ func (f *FS) Forget(nodeid, nlookup uint64) { f.ghosts.forget(nodeid) }
 // entry, its inherited ACLs and the parent's update, in one batch. umask is
 // the caller's, applied unless the parent has a default ACL.
 func (f *FS) makeNode(parent uint64, name string, mode, umask, rdev uint32, caller fuse.Caller, target string) (uint64, inode, error) {
+	ino, n, _, err := f.makeNodeOpen(parent, name, mode, umask, rdev, caller, target, false, 0)
+	return ino, n, err
+}
+
+// makeNodeOpen is makeNode that, with open, also opens the new inode
+// (open(2) flags) before its name can be reached: an unlink right after
+// the create must find it open (an orphan then), not delete it under the
+// handle Create returns.
+func (f *FS) makeNodeOpen(parent uint64, name string, mode, umask, rdev uint32, caller fuse.Caller, target string, open bool, flags uint32) (uint64, inode, *openInode, error) {
 	if err := f.writable(); err != nil {
-		return 0, inode{}, err
+		return 0, inode{}, nil, err
 	}
 	if err := checkName(name); err != nil {
-		return 0, inode{}, err
+		return 0, inode{}, nil, err
 	}
-	h := f.locks.lock(parent)
+	// Numbered first, so that the new inode is locked with its parent
+	// (a number a failed create used is never used again, like any other).
+	ino, err := f.allocIno()
+	if err != nil {
+		return 0, inode{}, nil, err
+	}
+	h := f.locks.lock(parent, ino)
 	defer h.unlock()
 	p, err := f.getDir(parent)
 	if err != nil {
-		return 0, inode{}, err
+		return 0, inode{}, nil, err
 	}
 	if _, err := f.getDentry(parent, name); err == nil {
-		return 0, inode{}, syscall.EEXIST
+		return 0, inode{}, nil, syscall.EEXIST
 	} else if !errors.Is(err, syscall.ENOENT) {
-		return 0, inode{}, err
+		return 0, inode{}, nil, err
 	}
 	mode, access, dflt, err := f.newInodeACL(parent, &p, mode, umask)
 	if err != nil {
-		return 0, inode{}, err
+		return 0, inode{}, nil, err
 	}
 	n := inode{Mode: mode, Uid: caller.Uid, Gid: caller.Gid, Nlink: 1, Rdev: rdev}
 	isDir := n.isDir()
@@ -160,7 +175,7 @@ func (f *FS) makeNode(parent uint64, name string, mode, umask, rdev uint32, call
 	}
 	if isDir {
 		if p.Nlink >= maxNlink {
-			return 0, inode{}, syscall.EMLINK
+			return 0, inode{}, nil, syscall.EMLINK
 		}
 		n.Nlink = 2
 		n.Parent = parent
@@ -168,10 +183,6 @@ func (f *FS) makeNode(parent uint64, name string, mode, umask, rdev uint32, call
 	}
 	if n.isSymlink() {
 		n.Size = uint64(len(target))
-	}
-	ino, err := f.allocIno()
-	if err != nil {
-		return 0, inode{}, err
 	}
 	now := f.now()
 	n.Atime, n.Mtime, n.Ctime, n.Btime = now, now, now, now
@@ -188,10 +199,14 @@ func (f *FS) makeNode(parent uint64, name string, mode, umask, rdev uint32, call
 	}
 	f.locks.bumpDir(parent)
 	if err := f.db.Apply(b, false); err != nil {
-		return 0, inode{}, err
+		return 0, inode{}, nil, err
 	}
 	f.inodes.delta.Add(1)
-	return ino, n, nil
+	var oi *openInode
+	if open {
+		oi = f.open.acquire(ino, flags)
+	}
+	return ino, n, oi, nil
 }
 
 // Mknod creates a regular file, fifo, socket or device node.
@@ -408,12 +423,16 @@ func (f *FS) remove(parent uint64, name string, dir bool) error {
 		return err
 	}
 	f.locks.bumpDir(parent)
+	if dropped {
+		// Before the record goes: a getattr without the lock finds one
+		// or the other (a ghost is read only where the record is missing).
+		f.ghosts.add(d.Ino, n)
+	}
 	if err := f.db.Apply(b, false); err != nil {
 		return err
 	}
 	if dropped {
 		f.inodes.delta.Add(-1)
-		f.ghosts.add(d.Ino, n)
 	}
 	return nil
 }
@@ -630,12 +649,14 @@ func (f *FS) renameLocked(op uint64, oldName string, np uint64, newName string, 
 	}
 	f.locks.bumpDir(op)
 	f.locks.bumpDir(np)
+	if dropped {
+		f.ghosts.add(dst.Ino, dn) // before the record goes (see remove)
+	}
 	if err := f.db.Apply(b, false); err != nil {
 		return err
 	}
 	if dropped {
 		f.inodes.delta.Add(-1)
-		f.ghosts.add(dst.Ino, dn)
 	}
 	return nil
 }

@@ -82,14 +82,11 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 
 // Create creates a regular file and opens it.
 func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	ino, n, err := f.makeNode(in.NodeId, name, syscall.S_IFREG|in.Mode&0o7777, in.Umask, 0, in.Caller, "")
+	ino, n, oi, err := f.makeNodeOpen(in.NodeId, name, syscall.S_IFREG|in.Mode&0o7777, in.Umask, 0, in.Caller, "", true, in.Flags)
 	if err != nil {
 		return f.errno("create", in.NodeId, err)
 	}
 	f.fillEntry(ino, &n, &out.EntryOut)
-	h := f.locks.lock(ino)
-	oi := f.open.acquire(ino, in.Flags)
-	h.unlock()
 	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags})
 	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
 	return fuse.OK
@@ -286,11 +283,11 @@ func (f *FS) releaseInode(oi *openInode, flags uint32) error {
 	if err := f.dropInode(b, oi.ino, &n, true); err != nil {
 		return err
 	}
+	f.ghosts.add(oi.ino, n) // before the record goes (see remove)
 	if err := f.db.Apply(b, false); err != nil {
 		return err
 	}
 	f.inodes.delta.Add(-1)
-	f.ghosts.add(oi.ino, n)
 	return nil
 }
 

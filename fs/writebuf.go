@@ -146,8 +146,9 @@ func (f *FS) openInodeRecord(ino uint64) (inode, error) {
 // contiguous slices, at offset off of oi's file. It is all or nothing: on
 // error none of it is buffered or stored, so a write that fails has no
 // effect (a retried O_APPEND record is not written twice). An earlier
-// buffer that this write would push past WriteBufferSize, or any earlier
-// buffer before a synchronous write, is flushed first; a flush after
+// buffer that this write would push past WriteBufferSize (or all buffers
+// past WriteBufferTotal), or any earlier buffer before a synchronous
+// write, is flushed first; a flush after
 // buffering (sync, or a write larger than the buffer) then holds only this
 // write's bytes, and its failure discards them. oi's lock is held
 // exclusively.
@@ -160,7 +161,7 @@ func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bo
 		return nil
 	}
 	wb := &oi.wb
-	if wb.dirty() && (sync || wb.bytes+f.newBlockBytes(wb, off, total) > f.opts.WriteBufferSize) {
+	if wb.dirty() && (sync || f.overBuffers(wb, f.newBlockBytes(wb, off, total))) {
 		if err := f.flushLocked(oi, false); err != nil {
 			return err
 		}
@@ -168,13 +169,19 @@ func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bo
 	if err := f.bufferWrite(oi, off, data, kill); err != nil {
 		return err
 	}
-	if sync || wb.bytes > f.opts.WriteBufferSize || f.buffered.Load() > int64(f.opts.WriteBufferTotal) {
+	if sync || f.overBuffers(wb, 0) {
 		if err := f.flushLocked(oi, sync); err != nil {
 			f.discard(wb)
 			return err
 		}
 	}
 	return nil
+}
+
+// overBuffers reports whether wb, grown by added bytes, passes its own
+// bound or makes all buffers together pass theirs.
+func (f *FS) overBuffers(wb *writeBuffer, added int) bool {
+	return wb.bytes+added > f.opts.WriteBufferSize || f.buffered.Load()+int64(added) > int64(f.opts.WriteBufferTotal)
 }
 
 // newBlockBytes is the buffer memory a write of n bytes at off adds: the

@@ -127,23 +127,9 @@ func TestCopyFileRangeSyncFailureReported(t *testing.T) {
 // the flush (no ErrBatchTooLarge): the engine fails and refuses every
 // write until remount.
 func TestFlushNearBatchLimit(t *testing.T) {
-	mem := vfs.NewMem()
-	o := &lsm.Options{FS: mem, UUID: testUUID, MemtableSize: 4 << 20, CacheSize: -1,
+	o := &lsm.Options{UUID: testUUID, MemtableSize: 4 << 20, CacheSize: -1,
 		ValueThreshold: -1, Journal: lsm.JournalOptions{Size: 4 << 20}}
-	if err := lsm.Format(testDir, o); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open(testDir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	if err := fs.Format(db, fs.FormatOptions{BlockSize: bs, Clock: clock.Now}); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, mem: mem, db: db, clock: clock, opts: fs.Options{Clock: clock.Now}}
-	e.open()
-	t.Cleanup(e.close)
+	e, _ := faultEnvOpts(t, o, vfs.NewMem(), fs.Options{})
 	ino, fh := e.mustCreate(1, "f")
 	e.mustWrite(ino, fh, 0, pattern(254*bs, 1)) // buffered (4 MiB buffer)
 	ferr := e.flush(ino, fh)
