@@ -10,20 +10,25 @@ package fs
 //     confirm is removed;
 //   - blocks, xattrs, symlink targets and orphan keys of missing inodes, and
 //     blocks of non-files or beyond a file's size: removed;
-//   - an inode that no dentry names: reclaimed when it has no links left
-//     (an orphan: fsck runs with nothing mounted, so nobody holds it open),
-//     otherwise linked into /lost+found as "#<ino>" (created if need be);
-//     directories cut off from the root (a parent loop or a missing
-//     ancestor) go there too;
+//   - an inode that no dentry names: reclaimed when it is an orphan (fsck
+//     runs with nothing mounted, so nobody holds it open) or has no links
+//     and holds nothing, otherwise linked into /lost+found as "#<ino>"
+//     (created if need be, in the batch that names it, with the counter
+//     raised above it); a directory in a parent loop loses one name and
+//     goes there with its subtree, as does one whose parent is gone;
 //   - an orphan key of an inode that still has links: removed;
 //   - nlink (files: their dentries; directories: 2 + subdirectories), a
 //     directory's size (its entries) and parent pointer, an inode's stored
 //     bytes and xattr count: set to what the keys say;
 //   - the inode-number counter: raised above every inode.
 //
+//   - a missing root directory: made again (mode 0755, root's).
+//
 // It leaves alone what it cannot fix safely: inode values or keys that do
-// not decode, a missing root, an oversized block, a bad superblock, damage
-// inside the engine's files. Check, run after Repair, reports what is left.
+// not decode (and the names, data and xattrs of such an inode), an
+// oversized block, a bad superblock, damage inside the engine's files. It
+// reads no file data: block lengths come from the value pointers. Check,
+// run after Repair, reports what is left.
 
 import (
 	"errors"
@@ -43,7 +48,7 @@ const lostFound = "lost+found"
 // returns one sentence per change. It returns an error when it cannot read
 // the keyspace or write the fixes; the changes listed until then were made.
 func Repair(db *lsm.DB) ([]string, error) {
-	rp := &repairer{db: db, inodes: map[uint64]*rpInode{}}
+	rp := &repairer{db: db, inodes: map[uint64]*rpInode{}, broken: map[uint64]bool{}}
 	snap := db.NewSnapshot()
 	err := rp.load(snap)
 	snap.Close()
@@ -64,6 +69,7 @@ type rpInode struct {
 	subdirs uint32
 	stored  uint64
 	xattrs  uint32
+	target  bool // has a symlink target
 	orphan  bool
 	dirty   bool
 	gone    bool // reclaimed
@@ -81,6 +87,9 @@ type repairer struct {
 	bound   uint64
 	maxIno  uint64
 	inodes  map[uint64]*rpInode
+	// broken holds the inodes whose record does not decode: what belongs
+	// to them (names, data, xattrs) is left alone, for Check to report.
+	broken  map[uint64]bool
 	dents   []rpDentry // decodable dentries, in key order
 	orphans []uint64
 	blocks  map[uint64][]rpBlock // per inode, for the size check
@@ -99,12 +108,19 @@ func (rp *repairer) changef(format string, args ...any) {
 	rp.changes = append(rp.changes, fmt.Sprintf(format, args...))
 }
 
-// scan iterates one family.
-func scanFamily(snap *lsm.Snapshot, fam byte, fn func(k, v []byte)) error {
+// scan iterates one family. For data blocks only lengths are needed: fn
+// gets a nil value and the length, and no block is read (a damaged value
+// then stops nothing, and a value-log-sized repair reads no value log).
+func scanFamily(snap *lsm.Snapshot, fam byte, fn func(k, v []byte, vlen int)) error {
 	lo, hi := familyRange(fam)
 	it := snap.NewIter(&lsm.IterOptions{LowerBound: lo, UpperBound: hi})
 	for ok := it.First(); ok; ok = it.Next() {
-		fn(it.Key(), it.Value())
+		if fam == famBlock {
+			fn(it.Key(), nil, it.ValueLen())
+			continue
+		}
+		v := it.Value()
+		fn(it.Key(), v, len(v))
 	}
 	return closeIter(it)
 }
@@ -129,7 +145,7 @@ func (rp *repairer) load(snap *lsm.Snapshot) error {
 	}
 	steps := []struct {
 		fam byte
-		fn  func(k, v []byte)
+		fn  func(k, v []byte, vlen int)
 	}{
 		{famInode, rp.inode},
 		{famDentry, rp.dentry},
@@ -142,8 +158,24 @@ func (rp *repairer) load(snap *lsm.Snapshot) error {
 		if err := scanFamily(snap, s.fam, s.fn); err != nil {
 			return fmt.Errorf("fs: repair: scan %q: %w", s.fam, err)
 		}
+		if s.fam == famInode {
+			rp.ensureRoot()
+		}
 	}
 	return nil
+}
+
+// ensureRoot makes a root directory when its record is missing (not when
+// it does not decode: that is left alone): the top-level names then keep
+// their directory, and lost+found has a home. Its counts are set by plan.
+func (rp *repairer) ensureRoot() {
+	if rp.inodes[rootIno] != nil || rp.broken[rootIno] {
+		return
+	}
+	now := time.Now().UnixNano()
+	rp.inodes[rootIno] = &rpInode{n: inode{Mode: syscall.S_IFDIR | 0o755, Nlink: 2, Parent: rootIno,
+		Atime: now, Mtime: now, Ctime: now, Btime: now}, dirty: true}
+	rp.changef("recreated the missing root directory (mode 0755, owner root)")
 }
 
 func (rp *repairer) del(k []byte, format string, args ...any) {
@@ -152,24 +184,28 @@ func (rp *repairer) del(k []byte, format string, args ...any) {
 	rp.flushMaybe()
 }
 
-func (rp *repairer) inode(k, v []byte) {
+func (rp *repairer) inode(k, v []byte, _ int) {
 	ino, err := decodeInodeKey(k)
 	if err != nil {
 		return // left for Check to report
 	}
+	rp.maxIno = max(rp.maxIno, ino) // the counter stays above it either way
 	n, err := decodeInode(v)
 	if err != nil {
+		rp.broken[ino] = true
 		return
 	}
 	rp.inodes[ino] = &rpInode{n: n}
-	rp.maxIno = max(rp.maxIno, ino)
 }
 
-func (rp *repairer) dentry(k, v []byte) {
+func (rp *repairer) dentry(k, v []byte, _ int) {
 	parent, name, err := decodeDentryKey(k)
 	if err != nil {
 		rp.del(k, "removed undecodable dentry key %q", k)
 		return
+	}
+	if rp.broken[parent] {
+		return // in a directory whose record does not decode: left alone
 	}
 	d, err := decodeDentry(v)
 	if err != nil {
@@ -177,6 +213,15 @@ func (rp *repairer) dentry(k, v []byte) {
 		return
 	}
 	p := rp.inodes[parent]
+	if p != nil && p.n.isDir() && rp.broken[d.Ino] {
+		// It names an inode whose record does not decode: kept, and
+		// counted in its directory.
+		p.entries++
+		if d.Type == uint8(syscall.S_IFDIR>>12) {
+			p.subdirs++
+		}
+		return
+	}
 	switch {
 	case p == nil:
 		rp.del(k, "removed dentry %d/%q: its directory %d is missing", parent, name, parent)
@@ -196,9 +241,9 @@ func (rp *repairer) dentry(k, v []byte) {
 	rp.dents = append(rp.dents, rpDentry{parent, name, d})
 }
 
-func (rp *repairer) block(k, v []byte) {
+func (rp *repairer) block(k, _ []byte, vlen int) {
 	ino, idx, err := decodeBlockKey(k)
-	if err != nil {
+	if err != nil || rp.broken[ino] {
 		return
 	}
 	n := rp.inodes[ino]
@@ -208,13 +253,13 @@ func (rp *repairer) block(k, v []byte) {
 	case !n.n.isReg():
 		rp.del(k, "removed block %d of inode %d, which is not a regular file", idx, ino)
 	default:
-		rp.blocks[ino] = append(rp.blocks[ino], rpBlock{idx, uint64(len(v))})
+		rp.blocks[ino] = append(rp.blocks[ino], rpBlock{idx, uint64(vlen)})
 	}
 }
 
-func (rp *repairer) xattr(k, v []byte) {
+func (rp *repairer) xattr(k, v []byte, _ int) {
 	ino, name, err := decodeXattrKey(k)
-	if err != nil {
+	if err != nil || rp.broken[ino] {
 		return
 	}
 	n := rp.inodes[ino]
@@ -225,9 +270,9 @@ func (rp *repairer) xattr(k, v []byte) {
 	n.xattrs++
 }
 
-func (rp *repairer) symlink(k, v []byte) {
+func (rp *repairer) symlink(k, v []byte, _ int) {
 	ino, err := decodeSymlinkKey(k)
-	if err != nil {
+	if err != nil || rp.broken[ino] {
 		return
 	}
 	n := rp.inodes[ino]
@@ -236,12 +281,14 @@ func (rp *repairer) symlink(k, v []byte) {
 		rp.del(k, "removed symlink target of missing inode %d", ino)
 	case !n.n.isSymlink():
 		rp.del(k, "removed symlink target of inode %d, which is not a symlink", ino)
+	default:
+		n.target = true
 	}
 }
 
-func (rp *repairer) orphan(k, v []byte) {
+func (rp *repairer) orphan(k, v []byte, _ int) {
 	ino, err := decodeOrphanKey(k)
-	if err != nil {
+	if err != nil || rp.broken[ino] {
 		return
 	}
 	n := rp.inodes[ino]
@@ -298,17 +345,15 @@ func (rp *repairer) plan() {
 		rp.link(d)
 	}
 
-	// Directories cut off from the root lose their name; they join the
-	// unnamed below.
+	// A directory whose names lead back to itself (a parent loop) loses
+	// its name, which breaks the loop: it joins the unnamed below, with
+	// its subtree whole. A directory below an unnamed one keeps its name:
+	// the unnamed one goes to lost+found and takes it along.
 	for _, ino := range dirs {
-		if ino != rootIno && !rp.reachable(ino) {
-			n := rp.inodes[ino]
-			if len(n.dents) == 0 {
-				continue
-			}
-			d := n.dents[0]
+		if ino != rootIno && rp.inLoop(ino) {
+			d := rp.inodes[ino].dents[0]
 			rp.unlink(d)
-			rp.del(dentryKey(d.parent, d.name), "removed dentry %d/%q: directory %d is cut off from the root (a parent loop or a lost ancestor)", d.parent, d.name, ino)
+			rp.del(dentryKey(d.parent, d.name), "removed dentry %d/%q: directory %d is in a parent loop", d.parent, d.name, ino)
 		}
 	}
 
@@ -325,7 +370,10 @@ func (rp *repairer) plan() {
 		if ino == rootIno || len(n.dents) > 0 {
 			continue
 		}
-		if n.n.Nlink == 0 && (!n.n.isDir() || n.entries == 0) {
+		// Reclaimed: an orphan (unlinked while open; nobody holds it with
+		// nothing mounted), or an unlinked inode that holds nothing. One
+		// with data but no orphan key is damage: kept, in lost+found.
+		if n.n.Nlink == 0 && (!n.n.isDir() || n.entries == 0) && (n.orphan || rp.holdsNothing(ino, n)) {
 			rp.reclaim(ino, n)
 			continue
 		}
@@ -341,8 +389,18 @@ func (rp *repairer) plan() {
 	}
 	if len(lost) > 0 {
 		if lf := rp.lostFound(); lf != 0 {
+			taken := map[string]bool{}
+			for _, d := range rp.dents {
+				if d.parent == lf {
+					taken[d.name] = true
+				}
+			}
 			for _, ino := range lost {
 				name := fmt.Sprintf("#%d", ino)
+				for i := 1; taken[name]; i++ {
+					name = fmt.Sprintf("#%d.%d", ino, i)
+				}
+				taken[name] = true
 				d := rpDentry{lf, name, dentry{Ino: ino, Type: rp.inodes[ino].n.dtype()}}
 				rp.batch.Set(dentryKey(lf, name), encodeDentry(d.d))
 				rp.link(d)
@@ -420,21 +478,30 @@ func (rp *repairer) unlink(d rpDentry) {
 	}
 }
 
-// reachable follows the names of directory ino to the root.
-func (rp *repairer) reachable(ino uint64) bool {
+// inLoop reports whether following the names of directory ino up its
+// parents comes back to ino.
+func (rp *repairer) inLoop(ino uint64) bool {
 	seen := map[uint64]bool{}
-	for d := ino; d != rootIno; {
-		if seen[d] {
-			return false
-		}
-		seen[d] = true
+	for d := ino; ; {
 		n := rp.inodes[d]
 		if n == nil || len(n.dents) == 0 {
 			return false
 		}
 		d = n.dents[0].parent
+		if d == ino {
+			return true
+		}
+		if d == rootIno || seen[d] {
+			return false // the root, or a loop ino is below but not in
+		}
+		seen[d] = true
 	}
-	return true
+}
+
+// holdsNothing reports whether inode ino keeps no data: no blocks, xattrs
+// or symlink target, and no entries.
+func (rp *repairer) holdsNothing(ino uint64, n *rpInode) bool {
+	return len(rp.blocks[ino]) == 0 && n.xattrs == 0 && !n.target && n.entries == 0
 }
 
 // reclaim removes an unlinked, unnamed inode and everything of it.
@@ -478,6 +545,13 @@ func (rp *repairer) lostFound() uint64 {
 		Atime: now, Mtime: now, Ctime: now, Btime: now}, dirty: true}
 	rp.inodes[ino] = n
 	d := rpDentry{rootIno, lostFound, dentry{Ino: ino, Type: n.n.dtype()}}
+	// The inode and the counter above it go in the batch of the name: a
+	// repair interrupted between batches must not leave a name of an inode
+	// that does not exist, whose number a new file would then take. Its
+	// counts are written again at the end.
+	putInode(rp.batch, ino, &n.n)
+	rp.bound = ino + 1
+	rp.batch.Set(superKey(superNameInodeNext), encodeInodeNext(rp.bound))
 	rp.batch.Set(dentryKey(rootIno, lostFound), encodeDentry(d.d))
 	rp.link(d)
 	rp.changef("created /%s (inode %d)", lostFound, ino)
@@ -509,7 +583,9 @@ func (rp *repairer) fixCounts(ino uint64, n *rpInode) {
 		} else if len(n.dents) > 0 {
 			set64("parent", &n.n.Parent, n.dents[0].parent)
 		}
-	} else if len(n.dents) > 0 || n.n.Nlink != 0 {
+	} else if len(n.dents) > 0 {
+		// A file left without a name (lost+found could not be had)
+		// keeps its nlink: 0 would have the next repair reclaim it.
 		set32("nlink", &n.n.Nlink, uint32(len(n.dents)))
 	}
 	set64("stored bytes", &n.n.Stored, n.stored)

@@ -77,7 +77,7 @@ func TestRepair(t *testing.T) {
 	b.Set(blockKey(3000, 0), []byte("abc")) //
 	b.Set(inodeKey(3001), reg(0, 0))        // an orphan: reclaimed
 	b.Set(orphanKey(3001), nil)             //
-	b.Set(inodeKey(3002), dir(3003))        // a parent loop: lost+found
+	b.Set(inodeKey(3002), dir(3003))        // a parent loop: one name cut, lost+found
 	b.Set(inodeKey(3003), dir(3002))        //
 	b.Set(dentryKey(3002, "b"), encodeDentry(dentry{Ino: 3003, Type: syscall.S_IFDIR >> 12}))
 	b.Set(dentryKey(3003, "a"), encodeDentry(dentry{Ino: 3002, Type: syscall.S_IFDIR >> 12}))
@@ -126,8 +126,8 @@ func TestRepair(t *testing.T) {
 		"reclaimed orphan inode 3001",
 		"created /lost+found",
 		"linked unreachable inode 3000 into /lost+found/#3000",
+		`removed dentry 3003/"a": directory 3002 is in a parent loop`,
 		"linked unreachable inode 3002",
-		"linked unreachable inode 3003",
 		`removed dentry 1/"second-name-of-d": directory 2 has another name`,
 		"inode 2: nlink 7 -> 2",
 		"inode 3: nlink 1 -> 2",
@@ -155,5 +155,14 @@ func TestRepair(t *testing.T) {
 	var e fuse.EntryOut
 	if st := f2.Lookup(nil, &fuse.InHeader{NodeId: lf.NodeId}, "#3000", &e); st != fuse.OK || e.Attr.Size != 3 || e.Attr.Nlink != 1 {
 		t.Fatalf("lookup lost+found/#3000: %v %+v", st, e.Attr)
+	}
+	// The loop's other directory stays under the one that went to
+	// lost+found, by its name.
+	var l, b2 fuse.EntryOut
+	if st := f2.Lookup(nil, &fuse.InHeader{NodeId: lf.NodeId}, "#3002", &l); st != fuse.OK {
+		t.Fatalf("lookup lost+found/#3002: %v", st)
+	}
+	if st := f2.Lookup(nil, &fuse.InHeader{NodeId: l.NodeId}, "b", &b2); st != fuse.OK || b2.NodeId != 3003 {
+		t.Fatalf("lookup lost+found/#3002/b: %v, inode %d; want 3003", st, b2.NodeId)
 	}
 }
