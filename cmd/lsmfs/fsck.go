@@ -40,10 +40,12 @@ the keys; no data, xattr or symlink key belongs to a missing inode; no orphan
 With --repair, fsck opens DATADIR writable (which replays the journal and
 removes garbage files) and fixes what is safe: entries naming missing inodes,
 keys of missing inodes, orphans (reclaimed: nothing is mounted, so nothing
-holds them open), link counts, directory sizes and parent pointers, and
-inodes no entry reaches, which go to /lost+found as "#INODE". It prints each
-change. It does not touch undecodable records or damaged tables and value-log
-segments: those are reported and left.
+holds them open), link counts, directory sizes and parent pointers, a missing
+root directory (made again), and inodes no entry reaches, which go to
+/lost+found as "#INODE" (a directory with its subtree). It prints each change.
+It does not touch undecodable records (nor the names and data of an inode whose
+record does not decode) or damaged tables and value-log segments: those are
+reported and left.
 
 The filesystem must not be mounted; if its daemon is still closing after an
 unmount, fsck waits for it (--wait). On a terminal it shows its progress on
