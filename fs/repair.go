@@ -82,11 +82,11 @@ type rpDentry struct {
 }
 
 type repairer struct {
-	db      *lsm.DB
-	bs      uint64
-	bound   uint64
-	maxIno  uint64
-	inodes  map[uint64]*rpInode
+	db     *lsm.DB
+	bs     uint64
+	bound  uint64
+	maxIno uint64
+	inodes map[uint64]*rpInode
 	// broken holds the inodes whose record does not decode: what belongs
 	// to them (names, data, xattrs) is left alone, for Check to report.
 	broken  map[uint64]bool
