@@ -31,6 +31,9 @@ type DB struct {
 	cacheNS    uint64 // see Open: set when the cache is shared
 	tableCache *tableCache
 	readStats  sstable.ReaderStats
+	// inTablesLSN: Open found only records the tables hold, up to it; the
+	// journal is checkpointed there once Open has checked everything.
+	inTablesLSN uint64
 
 	// commit serializes sequence number assignment, journal enqueue and
 	// memtable insertion, so that journal order = sequence order and each
@@ -213,7 +216,7 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 	}
 	frees := b.frees
 	d.commit.Lock()
-	if err := d.waitForRoomLocked(b.memSize); err != nil {
+	if err := d.waitForRoomLocked(b.memSize, frees); err != nil {
 		d.commit.Unlock()
 		return err
 	}
@@ -254,8 +257,16 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 			return fmt.Errorf("apply batch: sync journal: %w", d.failure(err))
 		}
 	}
-	if frees && d.space.full.Load() {
-		d.requestReclaim()
+	if frees {
+		if d.space.full.Load() || d.space.blockedFlag.Load() {
+			// Full, or background work blocked for lack of room (a
+			// compaction may need more than is free).
+			d.requestReclaim()
+		} else {
+			// Not known to be full yet (say, just reopened on a full
+			// disk): the first batch refused for space asks for the pass.
+			d.space.freedSince.Store(true)
+		}
 	}
 	return nil
 }
@@ -326,7 +337,7 @@ func applyBatchToMemtable(mem *memTable, repr []byte) error {
 // waitForRoomLocked stalls the writer (d.commit held) while too many L0
 // tables wait, or while the memtable memory is at its bound and the batch
 // needs a new segment; it fails when the DB is closed or failed.
-func (d *DB) waitForRoomLocked(need uint64) error {
+func (d *DB) waitForRoomLocked(need uint64, frees bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	stalled := false
@@ -337,7 +348,10 @@ func (d *DB) waitForRoomLocked(need uint64) error {
 		if d.mu.bgErr != nil {
 			return d.mu.bgErr
 		}
-		if len(d.mu.versions.current.levels[0]) >= d.opts.L0StopWritesTrigger {
+		// The level-0 stall waits for a compaction; out of space none can
+		// run, and a batch that deletes is what would give the space
+		// back: it goes on while memory allows.
+		if len(d.mu.versions.current.levels[0]) >= d.opts.L0StopWritesTrigger && !(frees && d.space.blocked) {
 			d.maybeScheduleCompactionLocked()
 		} else if d.mu.mem.mutable.Available() >= need {
 			return nil

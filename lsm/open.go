@@ -302,6 +302,11 @@ func open(dir string, opts *Options, lock io.Closer) (*DB, error) {
 		}
 		vs.current.onObsolete = d.deleteObsolete
 		d.removeGarbageLocked()
+		if d.inTablesLSN > 0 {
+			if err := d.wal.Checkpoint(d.inTablesLSN); err != nil {
+				return nil, fmt.Errorf("open %s: checkpoint records already in tables: %w", dir, journalError(err))
+			}
+		}
 	}
 	d.updateReadStateLocked()
 	if !o.ReadOnly {
@@ -422,12 +427,11 @@ func (d *DB) replay() error {
 	d.visibleSeq.Store(lastSeq)
 	if replayed == 0 && seenLSN > 0 && !d.opts.ReadOnly {
 		// Every record is in the tables (a crash between a flush's
-		// manifest edit and its checkpoint): free the ring now. No flush
-		// will, with nothing in memory, and a journal left full would
-		// keep the first write waiting for room for good.
-		if err := d.wal.Checkpoint(seenLSN); err != nil {
-			return journalError(fmt.Errorf("checkpoint records already in tables: %w", err))
-		}
+		// manifest edit and its checkpoint): the ring is freed at the end
+		// of Open (nothing is written before the files are known good).
+		// No flush would, with nothing in memory, and a journal left full
+		// would keep the first write waiting for room for good.
+		d.inTablesLSN = seenLSN
 	}
 	if replayed > 0 {
 		d.opts.Logger.Info("replayed journal", "batches", replayed, "last_seq", lastSeq)

@@ -80,6 +80,9 @@ type spaceState struct {
 	// reclaim: a reclaim pass runs; reclaimAgain: deletions came in since
 	// it started.
 	reclaim, reclaimAgain bool
+	// freedSince: a deleting batch was applied while the engine was not
+	// known to be full (reclaimIfFreed).
+	freedSince atomic.Bool
 	// deadCursor is the segment after which the next reclaim pass goes
 	// on looking for dead segments (retireDeadSegments). Reclaim passes
 	// only.
@@ -154,15 +157,25 @@ func (d *DB) admit(b *Batch) error {
 		if d.checkSpace(true) {
 			return nil
 		}
+		d.reclaimIfFreed()
 		return ErrNoSpace
 	}
 	if d.space.reserve == 0 {
 		return nil
 	}
 	if !d.checkSpace(false) {
+		d.reclaimIfFreed()
 		return ErrNoSpace
 	}
 	return nil
+}
+
+// reclaimIfFreed starts a reclaim pass for deletions applied before the
+// engine knew it was full (they did not ask for one).
+func (d *DB) reclaimIfFreed() {
+	if d.space.freedSince.Swap(false) {
+		d.requestReclaim()
+	}
 }
 
 // checkSpace reads free space when due (or when the engine is full and the
@@ -326,10 +339,11 @@ func (d *DB) reclaimPass() {
 		_, cerr := d.CleanValueLog()
 		err = errors.Join(err, cerr)
 		// A compaction that could not run (it needs room for its
-		// outputs, up to a level's size) did not count what the
-		// deletions freed in the value log: look for segments no key
-		// reads any more, whatever their counts say.
-		if d.space.full.Load() && !errors.Is(cerr, ErrClosed) {
+		// outputs, up to a level's size, which may be more than is free
+		// even once the engine no longer counts as full) did not count
+		// what the deletions freed in the value log: look for segments
+		// no key reads any more, whatever their counts say.
+		if !errors.Is(cerr, ErrClosed) {
 			_, rerr := d.retireDeadSegments(reclaimDeadChecks)
 			err = errors.Join(err, rerr)
 		}

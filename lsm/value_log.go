@@ -595,9 +595,35 @@ func (d *DB) retireDeadSegments(n int) (int, error) {
 		d.space.deadCursor = seg
 		d.mu.Lock()
 		s := d.mu.versions.vlog[seg]
+		var keys vlog.KeyRange
+		if s != nil {
+			keys = s.keys
+		}
 		d.mu.Unlock()
 		if s == nil {
 			continue
+		}
+		if keys.Empty() {
+			// Sealed before this open: its key range was not kept (the
+			// manifest does not record it). Learn it once, reading the
+			// segment's keys; a segment of no record is dead.
+			var kr vlog.KeyRange
+			if err := vlog.Scan(d.opts.FS, d.dirname, seg, int64(s.size), func(rec vlog.Record) error {
+				kr.Add(rec.Key)
+				return nil
+			}); err != nil {
+				continue // a read error: the cleaner reports it when it gets there
+			}
+			d.mu.Lock()
+			s.keys = kr
+			d.mu.Unlock()
+			if kr.Empty() {
+				if err := d.retireSegment(seg); err != nil {
+					return retired, err
+				}
+				retired++
+				continue
+			}
 		}
 		dead, err := d.segmentDead(seg, s)
 		if err != nil {
@@ -784,7 +810,7 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 			return 0, fmt.Errorf("move %d live bytes with %d free: %w", size, free, ErrNoSpace)
 		}
 	}
-	if err := d.waitForRoomLocked(need); err != nil {
+	if err := d.waitForRoomLocked(need, false); err != nil {
 		return 0, err
 	}
 	b := &Batch{}

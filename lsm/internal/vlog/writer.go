@@ -52,7 +52,8 @@ type KeyRange struct {
 // Empty reports a range of no keys.
 func (r KeyRange) Empty() bool { return !r.any }
 
-func (r *KeyRange) add(key []byte) {
+// Add widens the range to key.
+func (r *KeyRange) Add(key []byte) {
 	if !r.any || bytes.Compare(key, r.Lo) < 0 {
 		r.Lo = append(r.Lo[:0], key...)
 	}
@@ -162,7 +163,7 @@ func (w *Writer) Append(key, value []byte) (Pointer, error) {
 	var voff int
 	var crc uint32
 	w.mu.buf, voff, crc = appendRecord(w.mu.buf, key, value)
-	w.mu.keys.add(key)
+	w.mu.keys.Add(key)
 	return Pointer{Segment: w.mu.seg, Offset: uint64(recStart + int64(voff)), Len: uint32(len(value)), CRC: crc}, nil
 }
 
