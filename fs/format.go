@@ -58,6 +58,9 @@ func Format(db *lsm.DB, o FormatOptions) error {
 	if err := validBlockSize(o.BlockSize); err != nil {
 		return fmt.Errorf("fs: format: %w", err)
 	}
+	if err := blockFitsBatch(db, o.BlockSize); err != nil {
+		return fmt.Errorf("fs: format: %w", err)
+	}
 	if o.RootMode == 0 {
 		o.RootMode = 0o755
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -98,6 +99,9 @@ func New(db *lsm.DB, o Options) (*FS, error) {
 		return nil, fmt.Errorf("fs: engine UUID %x does not match the filesystem's %x", u, f.sb.UUID)
 	}
 	f.bs = int(f.sb.BlockSize)
+	if err := blockFitsBatch(db, f.bs); err != nil {
+		return nil, fmt.Errorf("fs: %w", err)
+	}
 	v, err = db.Get(superKey(superNameInodeNext))
 	if err != nil {
 		return nil, fmt.Errorf("fs: read inode counter: %w", err)
@@ -223,6 +227,11 @@ func (f *FS) allocIno() (uint64, error) {
 	f.alloc.Lock()
 	defer f.alloc.Unlock()
 	if f.alloc.next >= f.alloc.bound {
+		if f.alloc.next > math.MaxUint64-inodeReserve {
+			// The counter would wrap to 0 (a negative entry) and 1 (the
+			// root): out of inode numbers.
+			return 0, syscall.ENOSPC
+		}
 		bound := f.alloc.next + inodeReserve
 		b := lsm.NewBatch()
 		b.Set(superKey(superNameInodeNext), encodeInodeNext(bound))

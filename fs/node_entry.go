@@ -595,6 +595,15 @@ func (f *FS) renameLocked(op uint64, oldName string, np uint64, newName string, 
 		}
 	}
 
+	// A directory moving to another parent adds a link to it (less the
+	// one of a directory it replaces there; an exchange of two
+	// directories adds none).
+	if op != np && srcDir && !(dstExists && dstDir) && pNew.Nlink >= maxNlink {
+		return syscall.EMLINK
+	}
+	if exchange && op != np && dstDir && !srcDir && pOld.Nlink >= maxNlink {
+		return syscall.EMLINK
+	}
 	now := f.now()
 	b := lsm.NewBatch()
 	dropped := false

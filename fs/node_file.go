@@ -193,8 +193,14 @@ func (f *FS) write(h *handle, in *fuse.WriteIn, data [][]byte) (uint32, error) {
 	for _, d := range data {
 		total += uint64(len(d))
 	}
-	if in.Offset > maxFileSize || total > maxFileSize-in.Offset {
+	if in.Offset >= maxFileSize {
 		return 0, syscall.EFBIG
+	}
+	if total > maxFileSize-in.Offset {
+		// What fits, a short write, as Linux's generic_write_check_limits
+		// (the kernel does not know this limit: FUSE's is 2^63-1).
+		total = maxFileSize - in.Offset
+		data = clipSlices(data, total)
 	}
 	// An unprivileged writer clears setuid/setgid. Writes from the kernel's
 	// writeback cache (WRITE_CACHE) carry no writer; the kernel clears the
@@ -207,6 +213,20 @@ func (f *FS) write(h *handle, in *fuse.WriteIn, data [][]byte) (uint32, error) {
 		return 0, err
 	}
 	return uint32(total), nil
+}
+
+// clipSlices returns the first n bytes of data, contiguous slices.
+func clipSlices(data [][]byte, n uint64) [][]byte {
+	var out [][]byte
+	for _, d := range data {
+		if n == 0 {
+			break
+		}
+		k := min(uint64(len(d)), n)
+		out = append(out, d[:k])
+		n -= k
+	}
+	return out
 }
 
 // Flush (at every close(2)) writes the inode's buffer to the engine, so
@@ -585,8 +605,12 @@ func (f *FS) copyFileRange(in *fuse.CopyFileRangeIn) (uint32, error) {
 		return 0, err
 	}
 	length := min(in.Len, 1<<30) // the reply counts bytes in 32 bits
-	if in.OffOut > maxFileSize || length > maxFileSize-in.OffOut {
+	if in.OffOut >= maxFileSize {
 		return 0, syscall.EFBIG
+	}
+	length = min(length, maxFileSize-in.OffOut) // what fits: a short copy, as write
+	if length == 0 {
+		return 0, nil
 	}
 	if src.ino == dst.ino && in.OffIn < in.OffOut+length && in.OffOut < in.OffIn+length {
 		return 0, syscall.EINVAL // overlapping ranges of one file

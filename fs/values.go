@@ -37,6 +37,7 @@ package fs
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/lsmfs/lsmfs/lsm"
 	"syscall"
 )
 
@@ -236,6 +237,23 @@ func decodeInodeNext(v []byte) (uint64, error) {
 		return 0, &CorruptError{What: "inode-next", Reason: fmt.Sprintf("bound %d <= root", b)}
 	}
 	return b, nil
+}
+
+// blockBatchHeadroom is what a flush batch of one block needs beyond the
+// block: its key, the inode record, the batch's own header.
+const blockBatchHeadroom = 64 << 10
+
+// blockFitsBatch refuses an engine whose largest batch cannot hold one full
+// block: the write buffer's flush splits down to one block and no further,
+// so every write filling a block would fail (a 1 MiB block with a 4 MiB
+// journal, whose records are at most a quarter of it, or a 1 MiB memtable).
+func blockFitsBatch(db *lsm.DB, bs int) error {
+	if max := db.MaxBatchBytes(); max < uint64(bs+blockBatchHeadroom) {
+		return fmt.Errorf("the block size of %d bytes needs batches of %d bytes, and the engine takes at most %d "+
+			"(a quarter of the journal, and the memtable size): make the journal (mkfs --journal-size) at least %d MiB, "+
+			"and memtable_size at least %d MiB", bs, bs+blockBatchHeadroom, max, 4*(bs+blockBatchHeadroom)>>20+1, (bs+blockBatchHeadroom)>>20+1)
+	}
+	return nil
 }
 
 // validBlockSize accepts powers of two from 4 KiB to 1 MiB.

@@ -304,6 +304,9 @@ func (d *DB) applyLocked(b *Batch, sync bool) (*journal.Commit, error) {
 	return c, nil
 }
 
+// MaxBatchBytes is the largest batch Apply takes (ErrBatchTooLarge beyond).
+func (d *DB) MaxBatchBytes() uint64 { return d.maxBatchBytes() }
+
 // maxBatchBytes is the largest batch Apply takes: at most a memtable, and
 // what one journal record can hold (a quarter of the ring of the journal
 // opened, which on a device is not Options.Journal.Size).
