@@ -42,9 +42,9 @@ var ErrNoSpace = fmt.Errorf("vfs: %w", syscall.ENOSPC)
 type memNode struct {
 	mu      sync.Mutex
 	isDir   bool
-	removed bool   // unlinked: its bytes no longer count against capacity
-	data    []byte // current contents (files)
-	synced  []byte // contents as of the last Sync (files)
+	removed bool    // unlinked: its bytes no longer count against capacity
+	data    memData // current contents (files)
+	synced  memData // contents as of the last Sync (files)
 	// children are the current entries; syncedChildren those as of the last
 	// SyncDir (directories).
 	children       map[string]*memNode
@@ -182,7 +182,7 @@ func (m *MemFS) forget(n *memNode) {
 	n.mu.Lock()
 	if !n.removed {
 		n.removed = true
-		m.used.Add(-int64(len(n.data)))
+		m.used.Add(-n.data.len())
 	}
 	n.mu.Unlock()
 }
@@ -261,7 +261,7 @@ func (m *MemFS) Stat(name string) (os.FileInfo, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return memFileInfo{name: path.Base(name), size: int64(len(n.data)), dir: n.isDir, mod: n.modTime}, nil
+	return memFileInfo{name: path.Base(name), size: n.data.len(), dir: n.isDir, mod: n.modTime}, nil
 }
 
 // SyncDir implements FS.
@@ -348,9 +348,8 @@ func (m *MemFS) CrashClone() *MemFS {
 		}
 		n.mu.Lock()
 		if !n.isDir {
-			x := &memNode{data: append([]byte(nil), n.synced...), modTime: n.modTime}
-			x.synced = append([]byte(nil), n.synced...)
-			c.used.Add(int64(len(x.data)))
+			x := &memNode{data: n.synced.snapshot(), synced: n.synced.snapshot(), modTime: n.modTime}
+			c.used.Add(x.data.len())
 			n.mu.Unlock()
 			seen[n] = x
 			return x
@@ -393,7 +392,7 @@ func (m *MemFS) String() string {
 				continue
 			}
 			c.mu.Lock()
-			fmt.Fprintf(&b, "%s/%s %d (synced %d)\n", p, k, len(c.data), len(c.synced))
+			fmt.Fprintf(&b, "%s/%s %d (synced %d)\n", p, k, c.data.len(), c.synced.len())
 			c.mu.Unlock()
 		}
 	}
@@ -422,10 +421,10 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	}
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
-	if off >= int64(len(f.n.data)) {
+	if off >= f.n.data.len() {
 		return 0, io.EOF
 	}
-	n := copy(p, f.n.data[off:])
+	n := f.n.data.readAt(p, off)
 	if n < len(p) {
 		return n, io.EOF
 	}
@@ -434,7 +433,7 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 
 // grow extends the file to end bytes (zero-filled); the caller holds f.n.mu.
 func (f *memFile) grow(end int64) error {
-	cur := int64(len(f.n.data))
+	cur := f.n.data.len()
 	if end <= cur {
 		return nil
 	}
@@ -444,14 +443,7 @@ func (f *memFile) grow(end int64) error {
 		}
 		f.fs.used.Add(end - cur)
 	}
-	if end <= int64(cap(f.n.data)) {
-		f.n.data = f.n.data[:end]
-		clear(f.n.data[cur:])
-	} else {
-		nd := make([]byte, end, end+end/4)
-		copy(nd, f.n.data)
-		f.n.data = nd
-	}
+	f.n.data.resize(end)
 	return nil
 }
 
@@ -467,7 +459,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.grow(off + int64(len(p))); err != nil {
 		return 0, err
 	}
-	copy(f.n.data[off:], p)
+	f.n.data.writeAt(p, off)
 	f.n.modTime = time.Now()
 	return len(p), nil
 }
@@ -477,7 +469,7 @@ func (f *memFile) Write(p []byte) (int, error) {
 		return 0, f.errClosed("write")
 	}
 	f.n.mu.Lock()
-	off := int64(len(f.n.data))
+	off := f.n.data.len()
 	f.n.mu.Unlock()
 	return f.WriteAt(p, off)
 }
@@ -498,14 +490,14 @@ func (f *memFile) Sync() error {
 	defer f.fs.syncMu.RUnlock()
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
-	f.n.synced = append(f.n.synced[:0:0], f.n.data...)
+	f.n.synced = f.n.data.snapshot()
 	return nil
 }
 
 func (f *memFile) Size() (int64, error) {
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
-	return int64(len(f.n.data)), nil
+	return f.n.data.len(), nil
 }
 
 func (f *memFile) Truncate(size int64) error {
@@ -514,11 +506,11 @@ func (f *memFile) Truncate(size int64) error {
 	}
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
-	if cur := int64(len(f.n.data)); size <= cur {
+	if cur := f.n.data.len(); size <= cur {
 		if !f.n.removed {
 			f.fs.used.Add(size - cur)
 		}
-		f.n.data = f.n.data[:size]
+		f.n.data.resize(size)
 		return nil
 	}
 	return f.grow(size)
@@ -530,7 +522,7 @@ func (f *memFile) Preallocate(size int64) error {
 	}
 	f.n.mu.Lock()
 	defer f.n.mu.Unlock()
-	if size <= int64(len(f.n.data)) {
+	if size <= f.n.data.len() {
 		return nil
 	}
 	return f.grow(size)

@@ -404,11 +404,11 @@ func cloneNode(n *memNode, seen map[*memNode]*memNode, synced bool) *memNode {
 	}
 	n.mu.Lock()
 	if !n.isDir {
-		src := n.data
+		src := &n.data
 		if synced {
-			src = n.synced
+			src = &n.synced
 		}
-		c := &memNode{data: append([]byte(nil), src...), modTime: n.modTime}
+		c := &memNode{data: src.snapshot(), modTime: n.modTime}
 		n.mu.Unlock()
 		seen[n] = c
 		return c
@@ -494,16 +494,9 @@ func applyOp(op *recOp, seen map[*memNode]*memNode) {
 	n := seen[op.node]
 	switch op.kind {
 	case recWrite:
-		if end := op.off + int64(len(op.data)); end > int64(len(n.data)) {
-			n.data = append(n.data, make([]byte, end-int64(len(n.data)))...)
-		}
-		copy(n.data[op.off:], op.data)
+		n.data.writeAt(op.data, op.off)
 	case recTruncate:
-		if op.size <= int64(len(n.data)) {
-			n.data = n.data[:op.size]
-		} else {
-			n.data = append(n.data, make([]byte, op.size-int64(len(n.data)))...)
-		}
+		n.data.resize(op.size)
 	case recCreate:
 		seen[op.dir].children[op.name] = n
 	case recRemove:
@@ -526,8 +519,8 @@ func finishState(n *memNode, m *MemFS, done map[*memNode]bool) {
 	}
 	done[n] = true
 	if !n.isDir {
-		n.synced = append([]byte(nil), n.data...)
-		m.used.Add(int64(len(n.data)))
+		n.synced = n.data.snapshot()
+		m.used.Add(n.data.len())
 		return
 	}
 	n.syncedChildren = make(map[string]*memNode, len(n.children))
