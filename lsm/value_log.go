@@ -457,24 +457,36 @@ func (d *DB) CleanValueLog() (int, error) {
 		return 0, nil
 	}
 	d.mu.Lock()
+	if err := d.beginCleaningLocked(); err != nil {
+		d.mu.Unlock()
+		return 0, err
+	}
+	d.mu.Unlock()
+	defer d.endCleaning()
+	return d.cleanValueLog(1, 1<<30, false)
+}
+
+// beginCleaningLocked waits until no cleaning pass runs and marks one
+// running, or fails with ErrClosed once the engine is closing (Close waits
+// for the cleaner before it takes the commit lock, which the cleaner
+// needs). d.mu is held.
+func (d *DB) beginCleaningLocked() error {
 	for d.mu.cleaning {
 		d.mu.cond.Wait()
 	}
 	if d.mu.closing || d.mu.closed {
-		// Close waits for the cleaner before it takes the commit lock,
-		// which the cleaner needs.
-		d.mu.Unlock()
-		return 0, ErrClosed
+		return ErrClosed
 	}
 	d.mu.cleaning = true
+	return nil
+}
+
+// endCleaning ends the pass beginCleaningLocked started.
+func (d *DB) endCleaning() {
+	d.mu.Lock()
+	d.mu.cleaning = false
+	d.mu.cond.Broadcast()
 	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		d.mu.cleaning = false
-		d.mu.cond.Broadcast()
-		d.mu.Unlock()
-	}()
-	return d.cleanValueLog(1, 1<<30, false)
 }
 
 // cleanValueLog cleans up to n segments with a live share below threshold.
@@ -557,14 +569,10 @@ func (d *DB) retireDeadSegments(n int) (int, error) {
 		return 0, nil
 	}
 	d.mu.Lock()
-	for d.mu.cleaning {
-		d.mu.cond.Wait()
-	}
-	if d.mu.closing || d.mu.closed {
+	if err := d.beginCleaningLocked(); err != nil {
 		d.mu.Unlock()
-		return 0, ErrClosed
+		return 0, err
 	}
-	d.mu.cleaning = true
 	active := d.vlogActive.Load()
 	var segs []uint64
 	for seg := range d.mu.versions.vlog {
@@ -580,12 +588,7 @@ func (d *DB) retireDeadSegments(n int) (int, error) {
 		segs = segs[:n]
 	}
 	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		d.mu.cleaning = false
-		d.mu.cond.Broadcast()
-		d.mu.Unlock()
-	}()
+	defer d.endCleaning()
 	// The barrier of cleanSegment: past it, a pointer into a sealed
 	// segment that no key reads stays unread.
 	d.commit.Lock()
