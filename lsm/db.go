@@ -218,6 +218,11 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 	d.commit.Lock()
 	if err := d.waitForRoomLocked(b.memSize, frees); err != nil {
 		d.commit.Unlock()
+		if errors.Is(err, ErrNoSpace) {
+			// Out of room for background work (a compaction may need
+			// more than is free): deletions since may give it back.
+			d.reclaimIfFreed()
+		}
 		return err
 	}
 	userBytes := uint64(b.Len())
@@ -258,13 +263,12 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 		}
 	}
 	if frees {
-		if d.space.full.Load() || d.space.blockedFlag.Load() {
-			// Full, or background work blocked for lack of room (a
-			// compaction may need more than is free).
+		if d.space.full.Load() {
 			d.requestReclaim()
 		} else {
-			// Not known to be full yet (say, just reopened on a full
-			// disk): the first batch refused for space asks for the pass.
+			// Not known to be full (say, just reopened on a full disk, or
+			// compactions lacking room with more than the reserve free):
+			// the first batch refused for space asks for the pass.
 			d.space.freedSince.Store(true)
 		}
 	}
