@@ -98,6 +98,9 @@ func TestTornTail(t *testing.T) {
 		if k >= last.Covered && k%61 != 0 {
 			continue // padding: sampled
 		}
+		if raceEnabled && k < last.Covered && k > 64 && k%7 != 0 {
+			continue // under -race, past the header: sampled
+		}
 		for _, mode := range []string{"truncate", "scribble"} {
 			img.restore(base)
 			b := img.Bytes()

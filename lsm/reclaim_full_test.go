@@ -29,11 +29,7 @@ import (
 // dead; and the first delete came before the engine knew it was full, so
 // no reclaim pass was asked for.
 func TestReclaimWithLargeTree(t *testing.T) {
-	variants := []bool{false, true}
-	if raceEnabled {
-		variants = variants[1:] // filling the disk takes about 40 s under the race detector
-	}
-	for _, reopen := range variants {
+	for _, reopen := range []bool{false, true} {
 		t.Run(fmt.Sprint("reopen=", reopen), func(t *testing.T) {
 			testReclaimWithLargeTree(t, reopen)
 		})
