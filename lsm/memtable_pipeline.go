@@ -94,6 +94,14 @@ func (m *memTable) Entries() uint64 {
 	return m.skl.Count()
 }
 
+// PointBytes is the bytes of the point entries' encoded keys and values.
+func (m *memTable) PointBytes() uint64 {
+	if m.flat != nil {
+		return m.flat.PointBytes()
+	}
+	return m.skl.PointBytes()
+}
+
 // Used is the bytes of data in the segment.
 func (m *memTable) Used() uint64 {
 	if m.flat != nil {
@@ -226,10 +234,14 @@ func (d *DB) runMemCompaction(job *memCompaction) {
 	var b memtable.FlatBuilder
 	var tombs []base.RangeTombstone
 	var iters []base.InternalIterator
+	var data, entries uint64
 	for _, m := range job.inputs {
 		iters = append(iters, m.NewIter())
 		tombs = append(tombs, m.Tombstones()...)
+		data += m.PointBytes()
+		entries += m.Entries()
 	}
+	b.Grow(int(data), int(entries))
 	miter := newMergingIter(iters)
 	var dropped uint64
 	var drops dropAccount

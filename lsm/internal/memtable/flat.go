@@ -2,6 +2,7 @@ package memtable
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/rangedel"
@@ -44,14 +45,24 @@ func (b *FlatBuilder) Add(key base.InternalKey, value []byte) {
 	b.f.prefix = append(b.f.prefix, keyPrefix(b.f.data[off:off+uint32(key.Size())]))
 }
 
+// Grow makes room for entries entries of data bytes of keys and values in
+// all, so that adding them copies nothing twice (at most what the inputs of
+// a merge hold: Finish trims what the merge dropped).
+func (b *FlatBuilder) Grow(data, entries int) {
+	b.f.data = slices.Grow(b.f.data, data)
+	b.f.ents = slices.Grow(b.f.ents, entries)
+	b.f.prefix = slices.Grow(b.f.prefix, entries)
+}
+
 // Finish returns the Flat with the given fragmented tombstones (copied).
 func (b *FlatBuilder) Finish(tombs []base.RangeTombstone) *Flat {
 	f := b.f
 	b.f = Flat{}
-	// Trim the slack of append growth: a Flat lives until flushed.
-	f.data = append([]byte(nil), f.data...)
-	f.ents = append([]flatEnt(nil), f.ents...)
-	f.prefix = append([]uint64(nil), f.prefix...)
+	// Trim large slack (of append growth, or of a Grow for entries a merge
+	// dropped): a Flat lives until flushed.
+	f.data = trim(f.data)
+	f.ents = trim(f.ents)
+	f.prefix = trim(f.prefix)
 	f.filter = newKeyFilter(len(f.ents))
 	for i := range f.ents {
 		k, _ := base.DecodeInternalKey(f.key(i))
@@ -65,6 +76,15 @@ func (b *FlatBuilder) Finish(tombs []base.RangeTombstone) *Flat {
 		f.tombs = rangedel.Fragment(f.tombs)
 	}
 	return &f
+}
+
+// trim returns s, or a copy without its spare capacity if that is over an
+// eighth of it.
+func trim[T any](s []T) []T {
+	if cap(s)-len(s) > cap(s)/8 {
+		return append([]T(nil), s...)
+	}
+	return s
 }
 
 // Len is the number of point entries.
@@ -81,6 +101,9 @@ func (f *Flat) Size() uint64 {
 	}
 	return n
 }
+
+// PointBytes is the bytes of the entries' encoded keys and values.
+func (f *Flat) PointBytes() uint64 { return uint64(len(f.data)) }
 
 // Empty reports whether the segment holds nothing.
 func (f *Flat) Empty() bool { return len(f.ents) == 0 && len(f.tombs) == 0 }

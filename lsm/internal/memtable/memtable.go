@@ -21,6 +21,7 @@ type Memtable struct {
 	filter    *keyFilter // user keys of points
 
 	count         atomic.Uint64 // point entries
+	pointBytes    atomic.Uint64 // encoded keys and values of the point entries
 	numTombstones atomic.Uint64
 
 	// frag caches the fragmented tombstones; rebuilt when numTombstones moves.
@@ -68,8 +69,13 @@ func (m *Memtable) Add(key base.InternalKey, value []byte) error {
 		return err
 	}
 	m.count.Add(1)
+	m.pointBytes.Add(uint64(len(m.keyBuf) + len(value)))
 	return nil
 }
+
+// PointBytes is the bytes of the point entries' encoded keys and values
+// (what a Flat of them holds as data).
+func (m *Memtable) PointBytes() uint64 { return m.pointBytes.Load() }
 
 // Size is the number of arena bytes in use.
 func (m *Memtable) Size() uint64 { return uint64(m.arena.size()) }
