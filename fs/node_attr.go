@@ -145,7 +145,7 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn, caller fuse.Caller) (inode,
 // estimate: free bytes over the bytes an empty file costs (about 512 with
 // its entry and engine overhead).
 func (f *FS) StatFs(cancel <-chan struct{}, in *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	total, free, err := f.db.DiskUsage()
+	total, free, avail, err := f.db.DiskUsage()
 	if err != nil {
 		return f.errno("statfs", in.NodeId, err)
 	}
@@ -157,8 +157,8 @@ func (f *FS) StatFs(cancel <-chan struct{}, in *fuse.InHeader, out *fuse.StatfsO
 		Frsize:  unit,
 		Blocks:  total / unit,
 		Bfree:   free / unit,
-		Bavail:  free / unit,
-		Ffree:   free / 512,
+		Bavail:  avail / unit, // without the engine's space reserve
+		Ffree:   avail / 512,
 		NameLen: maxNameLen,
 	}
 	out.Files = used + out.Ffree

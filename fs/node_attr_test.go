@@ -159,6 +159,26 @@ func TestStatfs(t *testing.T) {
 	if s.Files-s.Ffree != 6 || s.Blocks != (1<<30)/4096 || s.Bfree > s.Blocks || s.NameLen != 255 || s.Frsize != 4096 || s.Bsize != uint32(e.fs.BlockSize()) {
 		t.Fatalf("statfs %+v", s)
 	}
+	// Bavail, what df shows as available, leaves out the engine's space
+	// reserve (writes that add data are refused within it), as ext4's
+	// leaves out root's reserved blocks; Bfree counts it.
+	reserve := uint64(e.db.Options().SpaceReserve)
+	if d := s.Bfree - s.Bavail; reserve == 0 || d < reserve/4096 || d > reserve/4096+1 {
+		t.Fatalf("Bfree %d - Bavail %d = %d blocks, want the reserve's %d bytes", s.Bfree, s.Bavail, d, reserve)
+	}
+	// Full: nothing is available until writes are accepted again.
+	total, free, _ := e.mem.Usage("/")
+	e.mem.SetCapacity(int64(total-free) + int64(reserve)/2)
+	b := lsm.NewBatch()
+	b.Set([]byte("x"), make([]byte, 1<<20))
+	for i := 0; i < 100; i++ {
+		if err := e.db.Apply(b, true); err != nil {
+			break
+		}
+	}
+	if s = e.statfs(); s.Bavail != 0 || s.Bfree == 0 {
+		t.Fatalf("full: Bfree %d Bavail %d, want Bavail 0 with the reserve free", s.Bfree, s.Bavail)
+	}
 }
 
 func TestFormatAndNew(t *testing.T) {

@@ -787,9 +787,21 @@ func (d *DB) Options() Options {
 func (d *DB) Dir() string { return d.dirname }
 
 // DiskUsage reports the size and free space of the filesystem that holds
-// the engine's directory (for statfs).
-func (d *DB) DiskUsage() (total, free uint64, err error) {
-	return d.opts.FS.Usage(d.dirname)
+// the engine's directory (for statfs), and avail, the part of free that
+// batches adding data may use: free less the space reserve, kept for
+// deletions, and 0 while the engine is full and not yet past the free
+// space at which it accepts writes again. (As ext4's f_bavail leaves out
+// the blocks reserved for root: df shows what writes can take.)
+func (d *DB) DiskUsage() (total, free, avail uint64, err error) {
+	total, free, err = d.opts.FS.Usage(d.dirname)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	r := d.space.reserve
+	if d.space.full.Load() && (free < r+r/2 || free < minFreeToLeave) {
+		return total, free, 0, nil
+	}
+	return total, free, free - min(free, r), nil
 }
 
 // readGate counts the reads in progress, so that Close can wait for them
