@@ -212,6 +212,9 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	if err := d.journalRoom(b); err != nil {
+		// The ring fills while flushes lack room: deletions since may
+		// give it back, once a reclaim pass turns them into free space.
+		d.reclaimIfFreed()
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	frees := b.frees

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lsmfs/lsmfs/journal"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
@@ -102,5 +104,64 @@ func TestJournalErrorIsCorrupt(t *testing.T) {
 	}
 	if err := journalError(syscall.EIO); errors.Is(err, ErrCorrupt) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("journalError(EIO) = %v", err)
+	}
+}
+
+// TestJournalRoomRefusalAsksForReclaim: while flushes fail for lack of room
+// (background work blocked, the engine not counting as full), a deletion
+// does not ask for a reclaim pass itself; the first batch refused for space
+// does. A batch refused because the journal ring is nearly full (which it
+// fills in that state: no flush, no checkpoint) is one, or the pass that
+// would turn the deletion into free space is never asked for.
+func TestJournalRoomRefusalAsksForReclaim(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem(), nil)
+	o := &Options{FS: efs, UUID: [16]byte{0xfa, 0x18}, ValueThreshold: -1, CacheSize: -1, SpaceReserve: -1,
+		MemtableSize: 64 << 20, InMemoryFlushSize: 1 << 20, // the 4 MiB ring fills first
+		Journal: JournalOptions{Size: 4 << 20, CommitInterval: time.Hour, MaxFrameBytes: 64 << 10}}
+	if err := Format("/db", o); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open("/db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	efs.SetInjector(vfs.Randomly(1, 1, vfs.ENOSPC, vfs.And(vfs.Kinds(vfs.OpWrite, vfs.OpCreate), vfs.PathContains(".sst"))))
+	rng := rand.New(rand.NewPCG(1, 1))
+	v := make([]byte, 32<<10)
+	put := func(i int) error {
+		for k := range v {
+			v[k] = byte(rng.Uint32()) // incompressible: frames take their size in the ring
+		}
+		b := NewBatch()
+		b.Set([]byte(fmt.Sprintf("k%05d", i)), v)
+		return d.Apply(b, i%8 == 0)
+	}
+	var refused error
+	deleted := false
+	for i := 0; i < 10000 && refused == nil; i++ {
+		if err := put(i); err != nil {
+			refused = err
+			break
+		}
+		if !deleted && d.space.blockedFlag.Load() && !d.space.full.Load() {
+			// (A failed flush makes the engine full until its next
+			// statfs finds room: there is plenty, only tables fail.)
+			b := NewBatch()
+			b.Delete([]byte("k00000"))
+			if err := d.Apply(b, false); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+			deleted = true
+			if !d.space.freedSince.Load() || d.space.full.Load() {
+				t.Fatalf("after a delete while blocked: freedSince %v, full %v; want a pending pass, not full", d.space.freedSince.Load(), d.space.full.Load())
+			}
+		}
+	}
+	if !deleted || !errors.Is(refused, ErrNoSpace) {
+		t.Fatalf("never blocked (deleted %v) or not refused for space: %v", deleted, refused)
+	}
+	if d.space.freedSince.Load() {
+		t.Fatalf("a batch was refused for space (%v) and the deletion's reclaim pass was not asked for", refused)
 	}
 }
