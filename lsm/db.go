@@ -447,12 +447,19 @@ func (d *DB) failure(err error) error {
 // journalRoom fails a batch with ErrNoSpace when the journal ring is nearly
 // full while flushes (which would free it at the next checkpoint) fail for
 // lack of space: the writer would otherwise wait for ring space forever.
+// The last sixteenth of the ring is kept for batches that delete: writes
+// stop before it, so that an rm still gets in, and the reclaim pass can
+// retire the value-log segments it leaves unread (which needs no flush).
 func (d *DB) journalRoom(b *Batch) error {
 	if !d.space.blockedFlag.Load() || d.wal == nil {
 		return nil
 	}
 	st := d.wal.Stats()
-	if st.LiveBytes+int64(b.Len())+int64(d.opts.Journal.MaxFrameBytes)+2*4096 > st.Capacity {
+	need := st.LiveBytes + int64(b.Len()) + int64(d.opts.Journal.MaxFrameBytes) + 2*4096
+	if !b.frees {
+		need += st.Capacity / 16
+	}
+	if need > st.Capacity {
 		return ErrNoSpace
 	}
 	return nil

@@ -112,7 +112,8 @@ func TestJournalErrorIsCorrupt(t *testing.T) {
 // does not ask for a reclaim pass itself; the first batch refused for space
 // does. A batch refused because the journal ring is nearly full (which it
 // fills in that state: no flush, no checkpoint) is one, or the pass that
-// would turn the deletion into free space is never asked for.
+// would turn the deletion into free space is never asked for. Deletions
+// are still accepted once writes are refused.
 func TestJournalRoomRefusalAsksForReclaim(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem(), nil)
 	o := &Options{FS: efs, UUID: [16]byte{0xfa, 0x18}, ValueThreshold: -1, CacheSize: -1, SpaceReserve: -1,
@@ -163,5 +164,17 @@ func TestJournalRoomRefusalAsksForReclaim(t *testing.T) {
 	}
 	if d.space.freedSince.Load() {
 		t.Fatalf("a batch was refused for space (%v) and the deletion's reclaim pass was not asked for", refused)
+	}
+	// Deletions still get in: the ring keeps room for them (an rm on a
+	// full filesystem must not fail because writes filled the journal).
+	for i := 1; i < 20; i++ {
+		b := NewBatch()
+		b.Delete([]byte(fmt.Sprintf("k%05d", i)))
+		if err := d.Apply(b, i%4 == 0); err != nil {
+			t.Fatalf("delete %d after writes were refused: %v", i, err)
+		}
+	}
+	if err := put(99999); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("a write after the deletions: %v, want ErrNoSpace (the ring is as full)", err)
 	}
 }
