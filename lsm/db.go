@@ -209,24 +209,19 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 		return fmt.Errorf("apply batch of %d bytes: %w", b.Len(), ErrBatchTooLarge)
 	}
 	if err := d.admit(b); err != nil {
-		return fmt.Errorf("apply batch: %w", err)
+		return fmt.Errorf("apply batch: %w", d.refusedForSpace(err))
 	}
 	if err := d.journalRoom(b); err != nil {
-		// The ring fills while flushes lack room: deletions since may
-		// give it back, once a reclaim pass turns them into free space.
-		d.reclaimIfFreed()
-		return fmt.Errorf("apply batch: %w", err)
+		// The ring fills while flushes lack room.
+		return fmt.Errorf("apply batch: %w", d.refusedForSpace(err))
 	}
 	frees := b.frees
 	d.commit.Lock()
 	if err := d.waitForRoomLocked(b.memSize, frees); err != nil {
 		d.commit.Unlock()
-		if errors.Is(err, ErrNoSpace) {
-			// Out of room for background work (a compaction may need
-			// more than is free): deletions since may give it back.
-			d.reclaimIfFreed()
-		}
-		return err
+		// Out of room for background work (a compaction may need more
+		// than is free).
+		return d.refusedForSpace(err)
 	}
 	userBytes := uint64(b.Len())
 	if d.separates(b, sync) {
@@ -807,11 +802,10 @@ func (d *DB) DiskUsage() (total, free, avail uint64, err error) {
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	r := d.space.reserve
-	if d.space.full.Load() && (free < r+r/2 || free < minFreeToLeave) {
+	if d.space.full.Load() && !d.space.canLeaveFull(free) {
 		return total, free, 0, nil
 	}
-	return total, free, free - min(free, r), nil
+	return total, free, free - min(free, d.space.reserve), nil
 }
 
 // readGate counts the reads in progress, so that Close can wait for them

@@ -81,7 +81,7 @@ type spaceState struct {
 	// it started.
 	reclaim, reclaimAgain bool
 	// freedSince: a deleting batch was applied while the engine was not
-	// known to be full (reclaimIfFreed).
+	// known to be full (refusedForSpace).
 	freedSince atomic.Bool
 	// deadCursor is the segment after which the next reclaim pass goes
 	// on looking for dead segments (retireDeadSegments). Reclaim passes
@@ -157,25 +157,32 @@ func (d *DB) admit(b *Batch) error {
 		if d.checkSpace(true) {
 			return nil
 		}
-		d.reclaimIfFreed()
 		return ErrNoSpace
 	}
 	if d.space.reserve == 0 {
 		return nil
 	}
 	if !d.checkSpace(false) {
-		d.reclaimIfFreed()
 		return ErrNoSpace
 	}
 	return nil
 }
 
-// reclaimIfFreed starts a reclaim pass for deletions applied before the
-// engine knew it was full (they did not ask for one).
-func (d *DB) reclaimIfFreed() {
-	if d.space.freedSince.Swap(false) {
+// refusedForSpace returns err. When err refuses a batch for lack of space
+// (admit, the journal ring, room for background work), it first starts the
+// reclaim pass that deletions applied before the engine knew it was full
+// are waiting for (they did not ask for one: see Apply).
+func (d *DB) refusedForSpace(err error) error {
+	if errors.Is(err, ErrNoSpace) && d.space.freedSince.Swap(false) {
 		d.requestReclaim()
 	}
+	return err
+}
+
+// canLeaveFull reports whether free bytes are enough for a full engine to
+// accept writes again.
+func (s *spaceState) canLeaveFull(free uint64) bool {
+	return free >= s.reserve+s.reserve/2 && free >= minFreeToLeave
 }
 
 // checkSpace reads free space when due (or when the engine is full and the
@@ -202,7 +209,7 @@ func (d *DB) checkSpace(full bool) bool {
 		free = f
 	}
 	if full {
-		ok := free >= s.reserve+s.reserve/2 && free >= minFreeToLeave
+		ok := s.canLeaveFull(free)
 		if ok && s.full.CompareAndSwap(true, false) {
 			d.opts.Logger.Info("space freed: writes accepted again", "free", free, "reserve", s.reserve)
 		}
