@@ -144,11 +144,24 @@ func openExternalJournal(path string, create bool, size int64) (journal.Device, 
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := f.Truncate(size); err != nil {
-			f.Close()
+		f.Close()
+		// Written zeros, not a sparse or fallocated file: a frame's first
+		// write into a hole or an unwritten extent would make its
+		// fdatasync commit filesystem metadata too.
+		vf, err := vfs.Default.OpenReadWrite(path)
+		if err != nil {
 			return nil, 0, err
 		}
-		f.Close()
+		err = vf.Preallocate(size)
+		if err == nil {
+			err = vf.Sync()
+		}
+		if cerr := vf.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("allocate %s: %w", path, err)
+		}
 	} else if err != nil {
 		return nil, 0, err
 	}

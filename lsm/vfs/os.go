@@ -33,18 +33,35 @@ func (f osFile) Size() (int64, error) {
 }
 
 func (f osFile) Preallocate(size int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		fi, serr := f.Stat()
-		if serr != nil {
-			return serr
-		}
-		if fi.Size() < size {
-			return f.File.Truncate(size)
-		}
+	old, err := f.Size()
+	if err != nil {
+		return err
+	}
+	if size <= old {
 		return nil
 	}
-	return err
+	// fallocate reserves the blocks at once (ENOSPC now, not at the first
+	// overwrite, and in few extents), but as unwritten extents: every first
+	// write into one would make fdatasync commit the extent's conversion to
+	// the filesystem's own journal. Writing the zeros converts them here.
+	err = unix.Fallocate(int(f.Fd()), 0, old, size-old)
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return err
+	}
+	return writeZeros(f.File, old, size)
+}
+
+// writeZeros writes zeros over [from, to) of f.
+func writeZeros(f *os.File, from, to int64) error {
+	zeros := make([]byte, min(to-from, 1<<20))
+	for off := from; off < to; {
+		n, err := f.WriteAt(zeros[:min(int64(len(zeros)), to-off)], off)
+		if err != nil {
+			return fmt.Errorf("write zeros at %d: %w", off, err)
+		}
+		off += int64(n)
+	}
+	return nil
 }
 
 // StartWriteback asks the kernel to start writing the file's dirty pages in

@@ -21,7 +21,9 @@ type File interface {
 	Truncate(size int64) error
 	// Preallocate reserves space for the file up to size bytes without
 	// changing what reads return for written ranges; the size becomes at
-	// least size.
+	// least size. On the operating system's filesystem the new range is
+	// written with zeros, not left as unwritten extents, so that later
+	// overwrites and their fdatasync need no metadata commit.
 	Preallocate(size int64) error
 }
 
