@@ -63,6 +63,9 @@ type FS struct {
 	// acl is set when the kernel enforces POSIX ACLs (FUSE_POSIX_ACL, seen
 	// at Init); only then are system.posix_acl_* served (node_acl.go).
 	acl atomic.Bool
+	// server is the mounted go-fuse server (Init), for notifications to
+	// the kernel; nil when no kernel is attached (tests).
+	server atomic.Pointer[fuse.Server]
 
 	// buffered is the memory all write buffers hold (Options.WriteBufferTotal).
 	buffered atomic.Int64

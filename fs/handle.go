@@ -129,6 +129,9 @@ type handle struct {
 	oi    *openInode
 	flags uint32     // open(2) flags
 	dir   *dirHandle // directories only
+	// direct is set when the kernel was told FOPEN_DIRECT_IO
+	// (addFileHandle): h's writes bypass its page cache.
+	direct bool
 }
 
 // syncWrites reports whether writes through h must be durable on return.

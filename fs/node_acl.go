@@ -29,9 +29,10 @@ import (
 )
 
 // Init is called by go-fuse once the kernel's INIT request is answered and
-// before any other request: it records whether the kernel enforces POSIX
-// ACLs.
+// before any other request: it records the server (for notifications) and
+// whether the kernel enforces POSIX ACLs.
 func (f *FS) Init(s *fuse.Server) {
+	f.server.Store(s)
 	f.acl.Store(s.KernelSettings().Flags64()&fuse.CAP_POSIX_ACL != 0)
 }
 

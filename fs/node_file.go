@@ -29,6 +29,25 @@ const (
 // copyChunk bounds the bytes copy_file_range moves per lock hold.
 const copyChunk = 1 << 20
 
+// addFileHandle registers a new handle of ino opened with flags and
+// returns its number and FOPEN_ flags. The kernel keeps its cached pages
+// across opens (FOPEN_KEEP_CACHE: lsmfs is the only writer). A write-only
+// handle bypasses the page cache (FOPEN_DIRECT_IO) unless the writeback cache
+// was asked for: nothing can read through it or map it, so caching its
+// writes costs a copy into new pages per write, and cuts a write(2) at a page
+// the kernel does not hold whole. The kernel writes back and drops other
+// handles' cached pages of the range such a write covers
+// (TestCoherenceWriteOnlyFd).
+func (f *FS) addFileHandle(ino uint64, oi *openInode, flags uint32) (fh uint64, fopen uint32) {
+	h := &handle{ino: ino, oi: oi, flags: flags}
+	h.direct = !f.opts.WritebackCache && flags&syscall.O_ACCMODE == syscall.O_WRONLY
+	fopen = fuse.FOPEN_KEEP_CACHE
+	if h.direct {
+		fopen |= fuse.FOPEN_DIRECT_IO
+	}
+	return f.handles.add(h), fopen
+}
+
 // Open opens a file. O_TRUNC (sent with CAP_ATOMIC_O_TRUNC) truncates in
 // the same call.
 func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
@@ -37,8 +56,7 @@ func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fu
 	if err != nil {
 		return f.errno("open", ino, err)
 	}
-	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags})
-	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	out.Fh, out.OpenFlags = f.addFileHandle(ino, oi, in.Flags)
 	return fuse.OK
 }
 
@@ -87,8 +105,7 @@ func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out 
 		return f.errno("create", in.NodeId, err)
 	}
 	f.fillEntry(ino, &n, &out.EntryOut)
-	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags})
-	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	out.Fh, out.OpenFlags = f.addFileHandle(ino, oi, in.Flags)
 	return fuse.OK
 }
 
@@ -101,8 +118,7 @@ func (f *FS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Create
 		return f.errno("tmpfile", in.NodeId, err)
 	}
 	f.fillEntry(ino, &n, &out.EntryOut)
-	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags})
-	out.OpenFlags = fuse.FOPEN_KEEP_CACHE
+	out.Fh, out.OpenFlags = f.addFileHandle(ino, oi, in.Flags)
 	return fuse.OK
 }
 
@@ -209,10 +225,42 @@ func (f *FS) write(h *handle, in *fuse.WriteIn, data [][]byte) (uint32, error) {
 		in.WriteFlags&fuse.WRITE_CACHE == 0 && in.Caller.Uid != 0
 	lk := f.locks.lock(h.ino)
 	defer lk.unlock()
+	stale := kill && h.direct && f.privsToKill(h.oi)
 	if err := f.writeLocked(h.oi, in.Offset, data, kill, h.syncWrites()); err != nil {
 		return 0, err
 	}
+	if stale {
+		f.invalidateAttr(h.ino)
+	}
 	return uint32(total), nil
+}
+
+// privsToKill reports whether an unprivileged write clears setuid or
+// setgid bits that the kernel may still hold in its attribute cache: on a
+// direct-I/O handle (addFileHandle) the kernel skips its own remove-privileges
+// step, a SETATTR whose reply refreshed the mode, and leaves the clearing to
+// the WRITE (WRITE_KILL_SUIDGID). A buffer that already clears them was
+// reported at its first such write. oi's lock is held exclusively.
+func (f *FS) privsToKill(oi *openInode) bool {
+	if oi.wb.kill {
+		return false
+	}
+	n, err := f.openInodeRecord(oi.ino)
+	return err == nil && killPriv(n.Mode) != n.Mode
+}
+
+// invalidateAttr tells the kernel to drop its cached attributes of ino, so
+// that the next stat(2) asks (FUSE_NOTIFY_INVAL_INODE; its negative offset
+// leaves the page cache alone, and takes no inode lock in the kernel, so a
+// request handler may send it). Without a mounted server it does nothing.
+func (f *FS) invalidateAttr(ino uint64) {
+	s := f.server.Load()
+	if s == nil {
+		return
+	}
+	if st := s.InodeNotify(ino, -1, 0); st != fuse.OK && st != fuse.ENOENT {
+		f.log.Warn("fs: attribute invalidation refused", "ino", ino, "status", st)
+	}
 }
 
 // clipSlices returns the first n bytes of data, contiguous slices.

@@ -2,6 +2,7 @@ package fs_test
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"syscall"
 	"testing"
@@ -509,4 +510,33 @@ func mustCheck(t *testing.T, e *env) fs.Report {
 		t.Fatalf("Check:\n%s", r)
 	}
 	return r
+}
+
+// TestWriteOnlyHandlesAreDirect: write-only handles bypass the kernel's page
+// cache (FOPEN_DIRECT_IO), others keep it (FOPEN_KEEP_CACHE), and with the
+// writeback cache every handle keeps it.
+func TestWriteOnlyHandlesAreDirect(t *testing.T) {
+	for _, wbc := range []bool{false, true} {
+		e := newFileEnv(t, fs.Options{WritebackCache: wbc})
+		for i, flags := range []uint32{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_RDONLY, syscall.O_WRONLY | syscall.O_APPEND} {
+			name := fmt.Sprintf("f%d", i)
+			var co fuse.CreateOut
+			if st := e.raw.Create(nil, &fuse.CreateIn{InHeader: e.hdr(1), Mode: 0o644, Flags: flags}, name, &co); st != fuse.OK {
+				t.Fatalf("create %s: %v", name, st)
+			}
+			var oo fuse.OpenOut
+			if st := e.raw.Open(nil, &fuse.OpenIn{InHeader: e.hdr(co.NodeId), Flags: flags}, &oo); st != fuse.OK {
+				t.Fatalf("open %s: %v", name, st)
+			}
+			want := uint32(fuse.FOPEN_KEEP_CACHE)
+			if !wbc && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+				want |= fuse.FOPEN_DIRECT_IO
+			}
+			if co.OpenFlags != want || oo.OpenFlags != want {
+				t.Errorf("writeback cache %v, flags %#o: create %#x, open %#x; want %#x", wbc, flags, co.OpenFlags, oo.OpenFlags, want)
+			}
+			e.release(co.NodeId, co.Fh)
+			e.release(co.NodeId, oo.Fh)
+		}
+	}
 }
