@@ -1,8 +1,10 @@
 package lsm
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -87,6 +89,41 @@ type spaceState struct {
 	// on looking for dead segments (retireDeadSegments). Reclaim passes
 	// only.
 	deadCursor uint64
+
+	// While the device stays full, a failing flush is retried every
+	// maxBackoff and the engine may enter and leave the full state with
+	// each attempt: these keep each message to once a minute.
+	fullLog, freedLog, retryLog logLimiter
+}
+
+// logEvery is how often a logLimiter lets its message through.
+const logEvery = time.Minute
+
+// logLimiter lets a recurring message through at its level at most once
+// per logEvery; repeats in between go to Debug, and the next one through
+// says how many there were. Safe for concurrent use.
+type logLimiter struct {
+	mu      sync.Mutex
+	last    time.Time
+	repeats int
+}
+
+func (l *logLimiter) log(logger *slog.Logger, level slog.Level, msg string, args ...any) {
+	l.mu.Lock()
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < logEvery {
+		l.repeats++
+		l.mu.Unlock()
+		logger.Debug(msg, args...)
+		return
+	}
+	n := l.repeats
+	l.last, l.repeats = now, 0
+	l.mu.Unlock()
+	if n > 0 {
+		args = append(args, "repeats_in_last_interval", n)
+	}
+	logger.Log(context.Background(), level, msg, args...)
 }
 
 const (
@@ -211,7 +248,7 @@ func (d *DB) checkSpace(full bool) bool {
 	if full {
 		ok := s.canLeaveFull(free)
 		if ok && s.full.CompareAndSwap(true, false) {
-			d.opts.Logger.Info("space freed: writes accepted again", "free", free, "reserve", s.reserve)
+			s.freedLog.log(d.opts.Logger, slog.LevelInfo, "space freed: writes accepted again", "free", free, "reserve", s.reserve)
 		}
 		return ok
 	}
@@ -225,7 +262,7 @@ func (d *DB) checkSpace(full bool) bool {
 // setFull makes batches that only add data fail with ErrNoSpace.
 func (d *DB) setFull(why string) {
 	if d.space.full.CompareAndSwap(false, true) {
-		d.opts.Logger.Warn("out of space: only deletions are accepted until space is freed", "why", why)
+		d.space.fullLog.log(d.opts.Logger, slog.LevelWarn, "out of space: only deletions are accepted until space is freed", "why", why)
 	}
 }
 
@@ -255,7 +292,7 @@ func (d *DB) backgroundNoSpaceLocked(err error) {
 	if s.timer == nil && !d.mu.closed {
 		s.timer = time.AfterFunc(s.backoff, d.retryBackground)
 	}
-	d.opts.Logger.Warn("background write failed for lack of space; retrying", "err", err, "in", s.backoff)
+	s.retryLog.log(d.opts.Logger, slog.LevelWarn, "background write failed for lack of space; retrying", "err", err, "in", s.backoff)
 	d.mu.cond.Broadcast()
 }
 
