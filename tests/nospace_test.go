@@ -18,29 +18,7 @@ import (
 // daemon keeps serving, rm works when full, and once it has freed space new
 // writes succeed again; fsck is clean at the end.
 func TestNoSpaceMounted(t *testing.T) {
-	requireMount(t)
-	dir := t.TempDir()
-	small := filepath.Join(dir, "small")
-	if err := os.Mkdir(small, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runTimeout("mount", "-t", "tmpfs", "-o", "size=256m,mode=0700", "tmpfs", small); err != nil {
-		t.Skipf("skipped: cannot mount a tmpfs for the data directory: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := runTimeout("umount", small); err != nil {
-			t.Errorf("umount the tmpfs: %v", err)
-		}
-	})
-	f := &testFS{t: t, dataDir: filepath.Join(small, "data"), mnt: filepath.Join(dir, "mnt"), logFile: filepath.Join(dir, "daemon.log")}
-	if err := os.Mkdir(f.mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.cleanup) // before the tmpfs goes: registered after it
-	if _, err := lsmfs("mkfs", "--journal-size", "16M", f.dataDir); err != nil {
-		t.Fatal(err)
-	}
-	f.mount()
+	f, small := newSmallFS(t, "256m")
 
 	chunk := content(7, 1<<20)
 	writeSync := func(p string) error {
@@ -112,29 +90,7 @@ func TestNoSpaceMounted(t *testing.T) {
 // through, the ring is reclaimed and writes are accepted again, with
 // nothing lost across a remount and fsck clean.
 func TestNoSpaceJournalFull(t *testing.T) {
-	requireMount(t)
-	dir := t.TempDir()
-	small := filepath.Join(dir, "small")
-	if err := os.Mkdir(small, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := runTimeout("mount", "-t", "tmpfs", "-o", "size=128m,mode=0700", "tmpfs", small); err != nil {
-		t.Skipf("skipped: cannot mount a tmpfs for the data directory: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := runTimeout("umount", small); err != nil {
-			t.Errorf("umount the tmpfs: %v", err)
-		}
-	})
-	f := &testFS{t: t, dataDir: filepath.Join(small, "data"), mnt: filepath.Join(dir, "mnt"), logFile: filepath.Join(dir, "daemon.log")}
-	if err := os.Mkdir(f.mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.cleanup) // before the tmpfs goes: registered after it
-	if _, err := lsmfs("mkfs", "--journal-size", "16M", f.dataDir); err != nil {
-		t.Fatal(err)
-	}
-	f.mount()
+	f, small := newSmallFS(t, "128m")
 	if err := os.Mkdir(f.path("d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +181,36 @@ func TestNoSpaceJournalFull(t *testing.T) {
 			t.Fatalf("f%06d after remount: %d bytes, %v", i, len(b), err)
 		}
 	}
+}
+
+// newSmallFS mounts a tmpfs of size (mount(8)'s size=) in a temporary
+// directory and a fresh lsmfs (a 16 MiB journal) with its data directory
+// there; both are unmounted at cleanup, fsck first. It returns the
+// filesystem and the tmpfs's path.
+func newSmallFS(t *testing.T, size string) (*testFS, string) {
+	t.Helper()
+	requireMount(t)
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	if err := os.Mkdir(small, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runTimeout("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", small); err != nil {
+		t.Skipf("skipped: cannot mount a tmpfs for the data directory: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := runTimeout("umount", small); err != nil {
+			t.Errorf("umount the tmpfs: %v", err)
+		}
+	})
+	f := &testFS{t: t, dataDir: filepath.Join(small, "data"), mnt: filepath.Join(dir, "mnt"), logFile: filepath.Join(dir, "daemon.log")}
+	if err := os.Mkdir(f.mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.cleanup) // before the tmpfs goes: registered after it
+	if _, err := lsmfs("mkfs", "--journal-size", "16M", f.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	f.mount()
+	return f, small
 }
