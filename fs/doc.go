@@ -80,14 +80,16 @@
 // page cache (FOPEN_KEEP_CACHE): shared writable mappings are written back
 // as WRITE requests, and the kernel writes dirty pages back or drops cached
 // pages around truncation, fallocate and copy_file_range, so mappings and
-// read/write agree (tests/mmap_test.go, tests/fsx_test.go). A write-only
-// handle, which nothing can read or map through, bypasses the page cache
+// read/write agree (tests/mmap_test.go, tests/fsx_test.go). On kernels of
+// FUSE protocol 7.45 (Linux 6.18) and later, a write-only handle, which
+// nothing can read or map through, bypasses the page cache
 // (FOPEN_DIRECT_IO): each write(2) arrives whole, without a copy into new
 // cache pages, and the kernel writes back and drops other handles' cached
-// pages of the range it covers (tests/coherence_test.go). On such a handle
-// the kernel skips its remove-privileges SETATTR, so a write that clears
-// setuid/setgid tells it to drop the inode's cached attributes
-// (FUSE_NOTIFY_INVAL_INODE). POSIX ACLs are
+// pages of the range it covers, before and after the write
+// (tests/coherence_test.go). On such a handle the kernel skips its
+// remove-privileges SETATTR, so a write that clears setuid/setgid tells it
+// to drop the inode's cached attributes (FUSE_NOTIFY_INVAL_INODE), as does a
+// truncating open that clears them. POSIX ACLs are
 // served when the kernel negotiates FUSE_POSIX_ACL (node_acl.go).
 //
 // # Concurrency

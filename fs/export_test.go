@@ -9,6 +9,10 @@ import (
 // FUSE_POSIX_ACL at Init, for tests that drive an FS without a kernel.
 func (f *FS) EnableACL() { f.acl.Store(true) }
 
+// SetKernelMinor sets the FUSE protocol minor as if the kernel had
+// reported m at Init.
+func (f *FS) SetKernelMinor(m uint32) { f.kernelMinor.Store(m) }
+
 // CheckACLRoundTrip decodes v as an ACL xattr; what decodes must encode to
 // v again and stay valid through chmod and createMasq.
 func CheckACLRoundTrip(t *testing.T, v []byte) {

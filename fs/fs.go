@@ -66,6 +66,9 @@ type FS struct {
 	// server is the mounted go-fuse server (Init), for notifications to
 	// the kernel; nil when no kernel is attached (tests).
 	server atomic.Pointer[fuse.Server]
+	// kernelMinor is the FUSE protocol minor the kernel reported at Init
+	// (0 without a kernel): see directWriteMinor.
+	kernelMinor atomic.Uint32
 
 	// buffered is the memory all write buffers hold (Options.WriteBufferTotal).
 	buffered atomic.Int64

@@ -29,10 +29,11 @@ import (
 )
 
 // Init is called by go-fuse once the kernel's INIT request is answered and
-// before any other request: it records the server (for notifications) and
-// whether the kernel enforces POSIX ACLs.
+// before any other request: it records the server (for notifications), the
+// kernel's protocol minor and whether the kernel enforces POSIX ACLs.
 func (f *FS) Init(s *fuse.Server) {
 	f.server.Store(s)
+	f.kernelMinor.Store(s.KernelSettings().Minor)
 	f.acl.Store(s.KernelSettings().Flags64()&fuse.CAP_POSIX_ACL != 0)
 }
 

@@ -29,6 +29,15 @@ const (
 // copyChunk bounds the bytes copy_file_range moves per lock hold.
 const copyChunk = 1 << 20
 
+// directWriteMinor is the oldest FUSE protocol minor (the kernel's, at
+// INIT) whose kernels lsmfs lets write-only handles bypass the page cache:
+// 7.45, Linux 6.18, where it was checked. The kernel must drop other
+// handles' cached pages of a direct write's range before the write (Linux
+// 6.6, 7.39) and again after it, for pages a concurrent read cached in
+// between (a later change, backported unevenly); without both a reader
+// keeps stale pages.
+const directWriteMinor = 45
+
 // addFileHandle registers a new handle of ino opened with flags and
 // returns its number and FOPEN_ flags. The kernel keeps its cached pages
 // across opens (FOPEN_KEEP_CACHE: lsmfs is the only writer). A write-only
@@ -37,10 +46,11 @@ const copyChunk = 1 << 20
 // writes costs a copy into new pages per write, and cuts a write(2) at a page
 // the kernel does not hold whole. The kernel writes back and drops other
 // handles' cached pages of the range such a write covers
-// (TestCoherenceWriteOnlyFd).
+// (TestCoherenceWriteOnlyFd). Older kernels than directWriteMinor keep
+// caching such handles.
 func (f *FS) addFileHandle(ino uint64, oi *openInode, flags uint32) (fh uint64, fopen uint32) {
 	h := &handle{ino: ino, oi: oi, flags: flags}
-	h.direct = !f.opts.WritebackCache && flags&syscall.O_ACCMODE == syscall.O_WRONLY
+	h.direct = f.kernelMinor.Load() >= directWriteMinor && !f.opts.WritebackCache && flags&syscall.O_ACCMODE == syscall.O_WRONLY
 	fopen = fuse.FOPEN_KEEP_CACHE
 	if h.direct {
 		fopen |= fuse.FOPEN_DIRECT_IO
@@ -84,6 +94,7 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 		}
 		now := f.now()
 		n.Mtime, n.Ctime = now, now
+		mode := n.Mode
 		if err := f.killPrivs(b, ino, &n, kill); err != nil {
 			return nil, err
 		}
@@ -93,6 +104,11 @@ func (f *FS) openInode(ino uint64, flags uint32, kill bool) (*openInode, error) 
 		}
 		if oi != nil {
 			f.discard(&oi.wb) // the data it held is cut off
+		}
+		if n.Mode != mode {
+			// The kernel sent OPEN_KILL_SUIDGID and keeps the old mode
+			// cached: nothing in the OPEN reply refreshes it.
+			f.invalidateAttr(ino)
 		}
 	}
 	return f.open.acquire(ino, flags), nil

@@ -512,31 +512,35 @@ func mustCheck(t *testing.T, e *env) fs.Report {
 	return r
 }
 
-// TestWriteOnlyHandlesAreDirect: write-only handles bypass the kernel's page
-// cache (FOPEN_DIRECT_IO), others keep it (FOPEN_KEEP_CACHE), and with the
-// writeback cache every handle keeps it.
+// TestWriteOnlyHandlesAreDirect: on a kernel new enough (protocol 7.45),
+// write-only handles bypass the kernel's page cache (FOPEN_DIRECT_IO), others
+// keep it (FOPEN_KEEP_CACHE); with the writeback cache, or an older kernel,
+// every handle keeps it.
 func TestWriteOnlyHandlesAreDirect(t *testing.T) {
-	for _, wbc := range []bool{false, true} {
-		e := newFileEnv(t, fs.Options{WritebackCache: wbc})
-		for i, flags := range []uint32{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_RDONLY, syscall.O_WRONLY | syscall.O_APPEND} {
-			name := fmt.Sprintf("f%d", i)
-			var co fuse.CreateOut
-			if st := e.raw.Create(nil, &fuse.CreateIn{InHeader: e.hdr(1), Mode: 0o644, Flags: flags}, name, &co); st != fuse.OK {
-				t.Fatalf("create %s: %v", name, st)
+	for _, minor := range []uint32{44, 45} {
+		for _, wbc := range []bool{false, true} {
+			e := newFileEnv(t, fs.Options{WritebackCache: wbc})
+			e.fs.SetKernelMinor(minor)
+			for i, flags := range []uint32{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_RDONLY, syscall.O_WRONLY | syscall.O_APPEND} {
+				name := fmt.Sprintf("f%d", i)
+				var co fuse.CreateOut
+				if st := e.raw.Create(nil, &fuse.CreateIn{InHeader: e.hdr(1), Mode: 0o644, Flags: flags}, name, &co); st != fuse.OK {
+					t.Fatalf("create %s: %v", name, st)
+				}
+				var oo fuse.OpenOut
+				if st := e.raw.Open(nil, &fuse.OpenIn{InHeader: e.hdr(co.NodeId), Flags: flags}, &oo); st != fuse.OK {
+					t.Fatalf("open %s: %v", name, st)
+				}
+				want := uint32(fuse.FOPEN_KEEP_CACHE)
+				if minor >= 45 && !wbc && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+					want |= fuse.FOPEN_DIRECT_IO
+				}
+				if co.OpenFlags != want || oo.OpenFlags != want {
+					t.Errorf("kernel 7.%d, writeback cache %v, flags %#o: create %#x, open %#x; want %#x", minor, wbc, flags, co.OpenFlags, oo.OpenFlags, want)
+				}
+				e.release(co.NodeId, co.Fh)
+				e.release(co.NodeId, oo.Fh)
 			}
-			var oo fuse.OpenOut
-			if st := e.raw.Open(nil, &fuse.OpenIn{InHeader: e.hdr(co.NodeId), Flags: flags}, &oo); st != fuse.OK {
-				t.Fatalf("open %s: %v", name, st)
-			}
-			want := uint32(fuse.FOPEN_KEEP_CACHE)
-			if !wbc && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
-				want |= fuse.FOPEN_DIRECT_IO
-			}
-			if co.OpenFlags != want || oo.OpenFlags != want {
-				t.Errorf("writeback cache %v, flags %#o: create %#x, open %#x; want %#x", wbc, flags, co.OpenFlags, oo.OpenFlags, want)
-			}
-			e.release(co.NodeId, co.Fh)
-			e.release(co.NodeId, oo.Fh)
 		}
 	}
 }

@@ -166,4 +166,15 @@ func TestKillSuidNotCachedAfterWrite(t *testing.T) {
 	if got := strings.TrimSpace(out); got != "777" {
 		t.Errorf("after a write by nobody, stat says mode %s; want 777 (ext4/tmpfs clear setuid and setgid at once)", got)
 	}
+	// The same through a truncating open (OPEN_KILL_SUIDGID: the daemon
+	// clears the bits and must tell the kernel), with and without a write
+	// after it; stat first, so the kernel holds the mode.
+	for _, cmd := range []string{`echo y > $PWD/t`, `: > $PWD/t`} {
+		out := sh(t, f.mnt, `echo x > t; chmod 6777 t; stat -c %a t >/dev/null
+			setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "`+cmd+`"
+			stat -c %a t`)
+		if got := strings.TrimSpace(out); got != "777" {
+			t.Errorf("after %q by nobody, stat says mode %s; want 777", cmd, got)
+		}
+	}
 }
