@@ -149,17 +149,22 @@ func openExternalJournal(path string, create bool, size int64) (journal.Device, 
 		// write into a hole or an unwritten extent would make its
 		// fdatasync commit filesystem metadata too.
 		vf, err := vfs.Default.OpenReadWrite(path)
-		if err != nil {
-			return nil, 0, err
-		}
-		err = vf.Preallocate(size)
 		if err == nil {
-			err = vf.Sync()
+			err = vf.Preallocate(size)
+			if err == nil {
+				err = vf.Sync()
+			}
+			if cerr := vf.Close(); err == nil {
+				err = cerr
+			}
 		}
-		if cerr := vf.Close(); err == nil {
-			err = cerr
+		if err == nil {
+			err = vfs.Default.SyncDir(filepath.Dir(path))
 		}
 		if err != nil {
+			// Not left half made: a second mkfs would find it and take it
+			// for a journal file of the size it has.
+			os.Remove(path)
 			return nil, 0, fmt.Errorf("allocate %s: %w", path, err)
 		}
 	} else if err != nil {
