@@ -339,6 +339,17 @@ func (j *Journal) Append(recs [][]byte, sync bool) (uint64, error) {
 // committer is free; otherwise within Options.CommitInterval. The caller may
 // reuse recs as soon as Enqueue returns.
 func (j *Journal) Enqueue(recs [][]byte, sync bool) (*Commit, error) {
+	return j.EnqueueOrStop(recs, sync, 0, nil)
+}
+
+// EnqueueOrStop is Enqueue, except that the records wait for room unless
+// keep bytes of the ring stay free after them (room kept for other
+// callers' records: the engine keeps some for batches that delete), and
+// that while they wait it calls stop (when not nil) before each wait, and
+// after each Wake: a non-nil error from stop ends the wait, with nothing
+// enqueued, and is returned. stop runs with the journal's lock held: it must
+// not call the journal, and should only read state (an atomic flag).
+func (j *Journal) EnqueueOrStop(recs [][]byte, sync bool, keep int64, stop func() error) (*Commit, error) {
 	if j.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
@@ -369,7 +380,13 @@ func (j *Journal) Enqueue(recs [][]byte, sync bool) (*Commit, error) {
 			j.mu.cond.Wait()
 			continue
 		}
-		if !j.fitsLocked(p.size() + n) {
+		if !j.fitsKeepingLocked(p.size()+n, keep) {
+			if stop != nil {
+				if err := stop(); err != nil {
+					j.mu.Unlock()
+					return nil, err
+				}
+			}
 			if waitStart.IsZero() {
 				waitStart = time.Now()
 				j.stats.spaceWaits.Add(1)
@@ -512,6 +529,17 @@ func (j *Journal) failLocked(err error) {
 }
 
 // kick wakes the committer.
+// Capacity is the size of the ring in bytes.
+func (j *Journal) Capacity() int64 { return j.ringSize }
+
+// Wake makes writers waiting for room in the ring call their stop function
+// again (EnqueueOrStop): the caller changed what it answers.
+func (j *Journal) Wake() {
+	j.mu.Lock()
+	j.mu.cond.Broadcast()
+	j.mu.Unlock()
+}
+
 func (j *Journal) kick() {
 	select {
 	case j.wake <- struct{}{}:
@@ -546,13 +574,17 @@ func (j *Journal) place(head, used, flen int64) (off, newHead, newUsed int64) {
 // fitsLocked reports whether a frame with a payload of raw bytes (stored
 // uncompressed, the worst case) fits in the ring after the frame the
 // committer is working on, without overwriting live records.
-func (j *Journal) fitsLocked(raw int) bool {
+func (j *Journal) fitsLocked(raw int) bool { return j.fitsKeepingLocked(raw, 0) }
+
+// fitsKeepingLocked is fitsLocked with keep bytes of the ring left free
+// after the frame.
+func (j *Journal) fitsKeepingLocked(raw int, keep int64) bool {
 	head, used := j.mu.head, j.mu.used
 	if j.mu.unplaced > 0 {
 		_, head, used = j.place(head, used, j.mu.unplaced)
 	}
 	_, _, used = j.place(head, used, frameLen(raw))
-	return used <= j.ringSize
+	return used+keep <= j.ringSize
 }
 
 // signalPressure asks the pressure goroutine to call OnPressure.

@@ -211,6 +211,59 @@ func TestCloseWhileWaitingForSpace(t *testing.T) {
 	j.Close()
 }
 
+// TestStopWhileWaitingForSpace: a writer blocked on a full ring through
+// EnqueueOrStop keeps waiting while stop says nothing, and returns stop's
+// error, with nothing enqueued, once stop has one and Wake is called (the
+// engine does this when the flush that would free the ring fails for lack
+// of space).
+func TestStopWhileWaitingForSpace(t *testing.T) {
+	d := formatMem(t, 128<<10)
+	j := mustOpen(t, d, journal.Options{})
+	defer j.Close()
+	rec := make([]byte, 3000)
+	for i := 0; i < 30; i++ {
+		if _, err := j.Append([][]byte{rec}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errStop := errors.New("stop")
+	var stopping atomic.Bool
+	var calls atomic.Int64
+	stop := func() error {
+		calls.Add(1)
+		if stopping.Load() {
+			return errStop
+		}
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := j.EnqueueOrStop([][]byte{rec}, true, 0, stop)
+		done <- err
+	}()
+	waitFor(t, "the writer to wait for space", func() bool { return j.Stats().SpaceWaits > 0 })
+	j.Wake() // stop still says nothing: the writer waits on
+	waitFor(t, "stop to be asked again", func() bool { return calls.Load() >= 2 })
+	select {
+	case err := <-done:
+		t.Fatalf("writer returned (%v) while stop said nothing", err)
+	default:
+	}
+	stopping.Store(true)
+	j.Wake()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errStop) {
+			t.Fatalf("stopped writer got %v, want the stop error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writer still waiting after stop said stop and Wake")
+	}
+	if s := j.Stats(); s.LastLSN != 30 {
+		t.Fatalf("last lsn %d after a stopped enqueue, want 30: %v", s.LastLSN, s)
+	}
+}
+
 func checkReplayCount(t *testing.T, j *journal.Journal, n int) {
 	t.Helper()
 	got := 0

@@ -248,7 +248,7 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 		}
 		b = m
 	}
-	c, err := d.applyLocked(b, sync)
+	c, err := d.applyLocked(b, sync, frees)
 	d.commit.Unlock()
 	d.metrics.userBytes.Add(userBytes)
 	if err != nil {
@@ -275,11 +275,24 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 
 // applyLocked stamps the batch with sequence numbers, enqueues it in the
 // journal and inserts it into the active memtable. d.commit is held and
-// room was made (waitForRoomLocked).
-func (d *DB) applyLocked(b *Batch, sync bool) (*journal.Commit, error) {
+// room was made (waitForRoomLocked). Only a batch that frees space (a
+// deletion, a value-log cleaning's moves) may take the last sixteenth of
+// the journal ring: writes never fill it, so that an rm still gets in when
+// the ring cannot be reclaimed (flushes failing for lack of space).
+func (d *DB) applyLocked(b *Batch, sync, frees bool) (*journal.Commit, error) {
 	seq := d.commit.lastSeq + 1
 	b.setSeq(seq)
-	c, err := d.wal.Enqueue([][]byte{b.repr}, sync)
+	var keep int64
+	if !frees {
+		keep = d.wal.Capacity() / 16
+	}
+	c, err := d.wal.EnqueueOrStop([][]byte{b.repr}, sync, keep, d.ringWaitStop)
+	if errors.Is(err, ErrNoSpace) {
+		// Refused while waiting for ring space that a failing flush will
+		// not make: nothing was enqueued (values this batch put in the
+		// value log are garbage, as after a crash).
+		return nil, fmt.Errorf("apply batch: %w", d.refusedForSpace(err))
+	}
 	if errors.Is(err, journal.ErrRecordTooLarge) {
 		// Refused before anything was enqueued: the engine goes on.
 		return nil, fmt.Errorf("apply batch of %d bytes: %w: %v", len(b.repr), ErrBatchTooLarge, err)
@@ -443,8 +456,10 @@ func (d *DB) failure(err error) error {
 // full while flushes (which would free it at the next checkpoint) fail for
 // lack of space: the writer would otherwise wait for ring space forever.
 // The last sixteenth of the ring is kept for batches that delete: writes
-// stop before it, so that an rm still gets in, and the reclaim pass can
-// retire the value-log segments it leaves unread (which needs no flush).
+// stop before it (here, and in applyLocked for writers that got past this
+// check before the flush failed), so that an rm still gets in, and the
+// reclaim pass can retire the value-log segments it leaves unread (which
+// needs no flush).
 func (d *DB) journalRoom(b *Batch) error {
 	if !d.space.blockedFlag.Load() || d.wal == nil {
 		return nil
@@ -455,6 +470,18 @@ func (d *DB) journalRoom(b *Batch) error {
 		need += st.Capacity / 16
 	}
 	if need > st.Capacity {
+		return ErrNoSpace
+	}
+	return nil
+}
+
+// ringWaitStop ends a writer's wait for room in the journal ring when
+// flushes, which free the ring at the next checkpoint, are failing for lack
+// of space (journalRoom refused such writers up front; this catches those
+// already waiting when the flush failed: backgroundNoSpaceLocked wakes
+// them). Called with the journal's lock held.
+func (d *DB) ringWaitStop() error {
+	if d.space.blockedFlag.Load() {
 		return ErrNoSpace
 	}
 	return nil

@@ -142,8 +142,18 @@ func TestJournalRoomRefusalAsksForReclaim(t *testing.T) {
 	deleted := false
 	for i := 0; i < 10000 && refused == nil; i++ {
 		if err := put(i); err != nil {
-			refused = err
-			break
+			if !errors.Is(err, ErrNoSpace) {
+				t.Fatalf("put %d: %v", i, err)
+			}
+			if deleted {
+				refused = err
+				break
+			}
+			// Refused before the state the deletion needs was seen: a
+			// writer already waiting for ring space when the flush failed
+			// gives up (ringWaitStop), and a failed flush makes the
+			// engine full until statfs is read again.
+			time.Sleep(time.Millisecond)
 		}
 		if !deleted && d.space.blockedFlag.Load() && !d.space.full.Load() {
 			// (A failed flush makes the engine full until its next

@@ -283,6 +283,9 @@ func (d *DB) backgroundNoSpaceLocked(err error) {
 	d.noteNoSpace(err)
 	s.blocked = true
 	s.blockedFlag.Store(true)
+	if d.wal != nil {
+		d.wal.Wake() // writers already waiting for ring space give up (ringWaitStop)
+	}
 	s.retryNow = false
 	if s.backoff == 0 {
 		s.backoff = minBackoff

@@ -834,7 +834,7 @@ func (d *DB) rewriteLive(recs []vlog.Record) (int, error) {
 		return 0, d.vlogAppendFailed(err)
 	}
 	d.space.written.Add(uint64(moved))
-	if _, err := d.applyLocked(b, false); err != nil {
+	if _, err := d.applyLocked(b, false, true); err != nil { // moves that free segments
 		return 0, err
 	}
 	d.metrics.vlogRewritten.Add(uint64(moved))
