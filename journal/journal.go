@@ -528,7 +528,6 @@ func (j *Journal) failLocked(err error) {
 	j.mu.cond.Broadcast()
 }
 
-// kick wakes the committer.
 // Capacity is the size of the ring in bytes.
 func (j *Journal) Capacity() int64 { return j.ringSize }
 
@@ -540,6 +539,7 @@ func (j *Journal) Wake() {
 	j.mu.Unlock()
 }
 
+// kick wakes the committer.
 func (j *Journal) kick() {
 	select {
 	case j.wake <- struct{}{}:

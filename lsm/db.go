@@ -282,11 +282,7 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 func (d *DB) applyLocked(b *Batch, sync, frees bool) (*journal.Commit, error) {
 	seq := d.commit.lastSeq + 1
 	b.setSeq(seq)
-	var keep int64
-	if !frees {
-		keep = d.wal.Capacity() / 16
-	}
-	c, err := d.wal.EnqueueOrStop([][]byte{b.repr}, sync, keep, d.ringWaitStop)
+	c, err := d.wal.EnqueueOrStop([][]byte{b.repr}, sync, d.ringKept(frees), d.ringWaitStop)
 	if errors.Is(err, ErrNoSpace) {
 		// Refused while waiting for ring space that a failing flush will
 		// not make: nothing was enqueued (values this batch put in the
@@ -465,14 +461,20 @@ func (d *DB) journalRoom(b *Batch) error {
 		return nil
 	}
 	st := d.wal.Stats()
-	need := st.LiveBytes + int64(b.Len()) + int64(d.opts.Journal.MaxFrameBytes) + 2*4096
-	if !b.frees {
-		need += st.Capacity / 16
-	}
+	need := st.LiveBytes + int64(b.Len()) + int64(d.opts.Journal.MaxFrameBytes) + 2*4096 + d.ringKept(b.frees)
 	if need > st.Capacity {
 		return ErrNoSpace
 	}
 	return nil
+}
+
+// ringKept is the journal ring space a batch must leave free: the last
+// sixteenth, kept for batches that free space (frees).
+func (d *DB) ringKept(frees bool) int64 {
+	if frees {
+		return 0
+	}
+	return d.wal.Capacity() / 16
 }
 
 // ringWaitStop ends a writer's wait for room in the journal ring when
