@@ -70,6 +70,12 @@ func (f osFile) StartWriteback(off, n int64) error {
 	return unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
 
+// DropCache lets the kernel drop the file's clean cached pages in
+// [off, off+n) (see CacheDropper).
+func (f osFile) DropCache(off, n int64) error {
+	return unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED)
+}
+
 // Files are opened with O_NOFOLLOW: the engine never makes symbolic links,
 // and one planted in its directory must not lead a daemon running as root
 // to truncate or write another file.

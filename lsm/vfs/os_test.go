@@ -1,8 +1,13 @@
 package vfs_test
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
@@ -32,4 +37,83 @@ func TestStartWriteback(t *testing.T) {
 	if _, ok := mf.(vfs.WriteBacker); ok {
 		t.Fatal("a MemFS file claims writeback (it has nothing to write back)")
 	}
+}
+
+// TestDropCache: an OS file's DropCache lets its clean cached pages go
+// (mincore(2) of a mapping sees them leave), and a later read returns the
+// same bytes. The value log uses it after reading a long run.
+func TestDropCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := vfs.Default.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const size = 1 << 20
+	want := make([]byte, size)
+	for i := range want {
+		want[i] = byte(i * 13)
+	}
+	if _, err := f.WriteAt(want, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // dirty pages are not dropped
+		t.Fatal(err)
+	}
+	got := make([]byte, size)
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := resident(t, path, size); n == 0 {
+		t.Skip("the page cache did not keep the file's pages (nothing to drop)")
+	}
+	d, ok := f.(vfs.CacheDropper)
+	if !ok {
+		t.Fatal("an OS file is not a vfs.CacheDropper")
+	}
+	if err := d.DropCache(0, size); err != nil {
+		t.Fatalf("DropCache: %v", err)
+	}
+	if n := resident(t, path, size); n != 0 {
+		t.Errorf("%d pages resident after DropCache, want 0", n)
+	}
+	clear(got)
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("read after DropCache returned other bytes")
+	}
+	mf, err := vfs.NewMem().Create("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mf.(vfs.CacheDropper); ok {
+		t.Fatal("a MemFS file claims a page cache")
+	}
+}
+
+// resident counts the pages of the file's first size bytes in the page
+// cache.
+func resident(t *testing.T, path string, size int) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (size+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(size), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatalf("mincore: %v", e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }

@@ -36,6 +36,16 @@ type WriteBacker interface {
 	StartWriteback(off, n int64) error
 }
 
+// CacheDropper is a File whose cached pages of a range can be let go
+// (posix_fadvise(2) with POSIX_FADV_DONTNEED): a reader that has handed the
+// data on to a cache of its own, or to the kernel's page cache of a FUSE
+// file, uses it so that the same bytes are not held twice. Only clean
+// pages wholly inside the range go; it changes nothing a read returns.
+// Files that do not implement it skip the advice.
+type CacheDropper interface {
+	DropCache(off, n int64) error
+}
+
 // FS is the filesystem the engine lives on.
 type FS interface {
 	// Create creates or truncates the named file for reading and writing,

@@ -24,7 +24,9 @@
 // Reads: Read takes one value, through the block cache. ReadRun takes the
 // values of records that follow each other in a segment (a file's blocks as
 // they were written) with one read of at most MaxRun bytes, checks each
-// value's CRC, and bypasses the cache (iterator scans use it).
+// value's CRC, and bypasses the cache (iterator scans use it); after a run
+// of DropRunMin bytes or more it lets the operating system drop the
+// segment's cached pages of the run (the reader of a stream caches it).
 //
 // Concurrency: a Writer has one user at a time (the engine's commit path);
 // reads (Read, ReadRun) and scans use ReadAt and run concurrently with it.

@@ -208,6 +208,18 @@ func Adjacent(first, p, q Pointer) bool {
 		q.Offset+uint64(q.Len)-first.Offset <= MaxRun
 }
 
+// DropRunMin is the smallest run after whose read ReadRun lets the
+// operating system drop the segment's cached pages of it. A run that long
+// is a stream of file data, and its reader keeps what it wants of it (the
+// kernel's page cache of a FUSE file holds what a cached handle reads;
+// O_DIRECT readers asked for no cache). A second copy in the page cache of
+// the segment file only doubles the memory a stream takes and pushes out
+// pages that serve other reads; on a virtual machine that hands free memory
+// back to its host, the stream also faults in fresh pages for it. Shorter
+// runs (small files, random reads) keep the page cache: the pages around
+// them hold their neighbours.
+const DropRunMin = 128 << 10
+
 // maxRecordGap is the most bytes ReadRun reads between two values of a run
 // (a record's header and key; keys of block records are short).
 const maxRecordGap = 256
@@ -242,6 +254,11 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	}
 	b := (*bp)[:n]
 	k, err := f.ReadAt(b, int64(first.Offset))
+	if k == n && n >= DropRunMin {
+		if d, ok := f.(vfs.CacheDropper); ok {
+			d.DropCache(int64(first.Offset), int64(n)) // advice: its failure changes nothing
+		}
+	}
 	release()
 	if k < n {
 		// The first pointer whose value the short read did not reach.

@@ -436,3 +436,94 @@ func (f *countedFile) Close() error {
 	f.once.Do(func() { f.c.open.Add(-1) })
 	return f.File.Close()
 }
+
+// TestReadRunDropsCache: a run of at least DropRunMin bytes read whole asks
+// the file to drop its cached pages of exactly that run; a shorter run, a
+// single-value Read and a run cut short by the segment's end do not.
+func TestReadRunDropsCache(t *testing.T) {
+	dfs := &dropRecorder{FS: vfs.NewMem()}
+	w, _ := newTestWriter(t, dfs, 64<<20)
+	var ps []Pointer
+	for i := 0; i < 40; i++ {
+		p, err := w.Append([]byte(fmt.Sprint(i)), bytes.Repeat([]byte{byte(i)}, 8<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(dfs, "/d", nil, 0)
+	defer r.Close()
+	read := func(ps []Pointer) error {
+		_, err := r.ReadRun(ps, func(int, []byte) error { return nil })
+		return err
+	}
+	span := func(ps []Pointer) int64 {
+		return int64(ps[len(ps)-1].Offset + uint64(ps[len(ps)-1].Len) - ps[0].Offset)
+	}
+	short := ps[:4] // 32 KiB
+	long := ps[3:]  // 296 KiB
+	if span(short) >= DropRunMin || span(long) < DropRunMin {
+		t.Fatalf("runs of %d and %d bytes do not straddle DropRunMin", span(short), span(long))
+	}
+	if err := read(short); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Read(ps[5]); err != nil {
+		t.Fatal(err)
+	}
+	if got := dfs.calls(); len(got) != 0 {
+		t.Fatalf("short reads dropped %v", got)
+	}
+	if err := read(long); err != nil {
+		t.Fatal(err)
+	}
+	want := [2]int64{int64(long[0].Offset), span(long)}
+	if got := dfs.calls(); len(got) != 1 || got[0] != want {
+		t.Fatalf("drops after a long run: %v, want [%v]", got, want)
+	}
+	// A run past the segment's end fails and drops nothing more.
+	beyond := append([]Pointer(nil), long...)
+	beyond[len(beyond)-1].Len += 100 << 10
+	if err := read(beyond); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("run past the end: %v, want ErrCorrupt", err)
+	}
+	if got := dfs.calls(); len(got) != 1 {
+		t.Fatalf("a failed run dropped: %v", got)
+	}
+}
+
+// dropRecorder is an FS whose opened files record their DropCache calls.
+type dropRecorder struct {
+	vfs.FS
+	mu    sync.Mutex
+	drops [][2]int64
+}
+
+type dropFile struct {
+	vfs.File
+	d *dropRecorder
+}
+
+func (d *dropRecorder) Open(name string) (vfs.File, error) {
+	f, err := d.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return dropFile{f, d}, nil
+}
+
+func (f dropFile) DropCache(off, n int64) error {
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	f.d.drops = append(f.d.drops, [2]int64{off, n})
+	return nil
+}
+
+func (d *dropRecorder) calls() [][2]int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([][2]int64(nil), d.drops...)
+}
