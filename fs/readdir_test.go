@@ -187,3 +187,154 @@ func TestReaddirPlus(t *testing.T) {
 // name takes in the reply: its fuse_entry_out (128 bytes) and fuse_dirent
 // (24 bytes and the name, padded to 8).
 const readdirPlusEntrySize = 128 + 24 + 8
+
+// TestReaddirPlusMatchesStat: readdirplus reads its entries' inode records
+// with one iterator (inodeCursor); the attributes it returns must be those
+// GETATTR returns, whatever order the children's inode numbers come in
+// (hard links and renames from elsewhere, new files), with files open and
+// buffered, records changed between replies, entries removed, and records
+// in the memtables and in tables. Seeded; random reply sizes.
+func TestReaddirPlusMatchesStat(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+			other := e.mustMkdir(1, "other")
+			d := e.mustMkdir(1, "d")
+			var elsewhere []uint64 // files made in other, older than most in d
+			for i := range 40 {
+				ino, fh := e.mustCreate(other, fmt.Sprintf("o%d", i))
+				e.release(ino, fh)
+				elsewhere = append(elsewhere, ino)
+			}
+			names := map[string]bool{}
+			next := 0
+			create := func() {
+				name := fmt.Sprintf("f%04d", next)
+				next++
+				ino, fh := e.mustCreate(d, name)
+				if rng.IntN(2) == 0 {
+					e.mustWrite(ino, fh, 0, make([]byte, rng.IntN(10000)))
+				}
+				e.release(ino, fh)
+				names[name] = true
+			}
+			for range 300 {
+				create()
+			}
+			var open [][2]uint64 // ino, fh of files left open
+			pick := func() (string, uint64) {
+				for name := range names {
+					return name, e.mustLookup(d, name)
+				}
+				t.Fatal("no names")
+				return "", 0
+			}
+			mutate := func() {
+				switch rng.IntN(8) {
+				case 0:
+					create()
+				case 1: // chmod
+					_, ino := pick()
+					in := fuse.SetAttrIn{}
+					in.NodeId, in.Valid, in.Mode = ino, fuse.FATTR_MODE, uint32(rng.IntN(0o777))
+					if _, err := e.setattr(in); err != 0 {
+						t.Fatal(err)
+					}
+				case 2: // open, write, keep open (buffered)
+					_, ino := pick()
+					fh := e.mustOpen(ino, syscall.O_RDWR)
+					e.mustWrite(ino, fh, uint64(rng.IntN(50000)), []byte("data"))
+					open = append(open, [2]uint64{ino, fh})
+				case 3: // unlink (while open, at times)
+					name, ino := pick()
+					if rng.IntN(2) == 0 {
+						open = append(open, [2]uint64{ino, e.mustOpen(ino, syscall.O_RDONLY)})
+					}
+					if err := e.unlink(d, name); err != 0 {
+						t.Fatal(err)
+					}
+					delete(names, name)
+				case 4: // a hard link to an older inode
+					ino := elsewhere[rng.IntN(len(elsewhere))]
+					name := fmt.Sprintf("l%04d", next)
+					next++
+					if _, err := e.link(ino, d, name); err == syscall.ENOENT {
+						return // renamed into d and unlinked since
+					} else if err != 0 {
+						t.Fatal(err)
+					}
+					names[name] = true
+				case 5: // rename an older file in
+					if len(elsewhere) == 0 {
+						return
+					}
+					i := rng.IntN(len(elsewhere))
+					name := fmt.Sprintf("r%04d", next)
+					next++
+					if err := e.rename(other, fmt.Sprintf("o%d", i), d, name, 0); err != 0 {
+						return // moved already
+					}
+					names[name] = true
+				case 6: // close some open files
+					if len(open) > 0 {
+						i := rng.IntN(len(open))
+						e.release(open[i][0], open[i][1])
+						open = append(open[:i], open[i+1:]...)
+					}
+				case 7: // records into tables
+					if err := e.db.Flush(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for pass := range 12 {
+				dfh, err := e.opendir(d)
+				if err != 0 {
+					t.Fatal(err)
+				}
+				off, seen := uint64(0), 0
+				for {
+					room := readdirPlusEntrySize * (1 + rng.IntN(40))
+					ents, outs, err := e.readdirAt(d, dfh, off, room, true)
+					if err != 0 {
+						t.Fatal(err)
+					}
+					if len(ents) == 0 {
+						break
+					}
+					for i, ent := range ents {
+						if ent.Name == "." || ent.Name == ".." || outs[i].NodeId == 0 {
+							continue
+						}
+						if outs[i].NodeId != ent.Ino {
+							t.Fatalf("pass %d: %s: node %d, entry ino %d", pass, ent.Name, outs[i].NodeId, ent.Ino)
+						}
+						want, err := e.getattr(ent.Ino)
+						if err != 0 {
+							t.Fatalf("pass %d: getattr %s: %v", pass, ent.Name, err)
+						}
+						if outs[i].Attr != want {
+							t.Fatalf("pass %d: %s (ino %d): readdirplus %+v, getattr %+v", pass, ent.Name, ent.Ino, outs[i].Attr, want)
+						}
+						seen++
+					}
+					off = ents[len(ents)-1].Off
+					for range rng.IntN(3) {
+						mutate() // between replies of one listing
+					}
+				}
+				e.releasedir(d, dfh)
+				if seen == 0 {
+					t.Fatalf("pass %d: no entry with attributes", pass)
+				}
+				for range 20 {
+					mutate()
+				}
+			}
+			for _, o := range open {
+				e.release(o[0], o[1])
+			}
+		})
+	}
+}

@@ -1,0 +1,85 @@
+package fs
+
+import (
+	"testing"
+
+	"github.com/lsmfs/lsmfs/lsm"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
+)
+
+// TestInodeCursor: the cursor readdirplus reads inode records with is
+// placed once two inode numbers in a row are close, then steps forward to
+// each asked-for record within cursorSteps; it declines (the caller looks
+// the record up) anything else: the first number, numbers far apart or
+// going back, and a missing record, whatever record follows it. In the
+// memtable and after a flush.
+func TestInodeCursor(t *testing.T) {
+	mem := vfs.NewMem()
+	lo := &lsm.Options{FS: mem, UUID: [16]byte{9}, MemtableSize: 1 << 20, Journal: lsm.JournalOptions{Size: 4 << 20}}
+	if err := lsm.Format("/db", lo); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open("/db", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	inos := []uint64{10, 100}
+	for ino := uint64(20); ino <= 40; ino++ {
+		if ino != 33 {
+			inos = append(inos, ino)
+		}
+	}
+	var b lsm.Batch
+	for _, ino := range inos {
+		b.Set(inodeKey(ino), encodeInode(&inode{Mode: 0o100644, Nlink: 1, Size: ino * 7}))
+	}
+	b.Set([]byte{famInode + 1, 0}, []byte("not an inode")) // past the family
+	if err := db.Apply(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	f := &FS{db: db}
+	check := func(t *testing.T) {
+		var c inodeCursor
+		defer c.close()
+		for _, q := range []struct {
+			ino uint64
+			ok  bool
+		}{
+			{20, false}, // the first: no locality yet
+			{21, true},  // placed (a seek)
+			{25, true},  // stepped
+			{24, false}, // back
+			{30, true},  // stepped
+			{33, false}, // missing: the cursor is at 34 now
+			{34, true},
+			{22, false}, // back
+			{39, true},  // stepped from 34
+			{41, false}, // missing: at 100
+			{100, true},
+			{5, false},
+			{10, true}, // placed again
+			{1000, false},
+			{20, false}, // far from both the cursor and the last asked
+			{24, true},  // placed
+			{40, false}, // 16 ahead
+			{36, false},
+			{40, true}, // placed
+			{41, false},
+			{101, false}, // past the last record
+			{102, false}, // a seek past the end
+			{99, false},
+			{100, true}, // placed from 99
+		} {
+			n, ok := c.get(f, q.ino)
+			if ok != q.ok || ok && n.Size != q.ino*7 {
+				t.Fatalf("get %d: ok %v size %d, want ok %v size %d", q.ino, ok, n.Size, q.ok, q.ino*7)
+			}
+		}
+	}
+	t.Run("memtable", check)
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("tables", check)
+}
