@@ -8,22 +8,12 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/lsmfs/lsmfs/lsm"
-	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 // TestCheckFindsEveryProblem damages a small filesystem in many ways at once
 // and expects Check to report each one.
 func TestCheckFindsEveryProblem(t *testing.T) {
-	mem := vfs.NewMem()
-	lo := &lsm.Options{FS: mem, UUID: [16]byte{9}, MemtableSize: 1 << 20, Journal: lsm.JournalOptions{Size: 4 << 20}}
-	if err := lsm.Format("/db", lo); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open("/db", lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := newTestDB(t)
 	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,16 +128,7 @@ func TestCheckFindsMore(t *testing.T) {
 			}, "reserved flags 0xdeadbeef"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			mem := vfs.NewMem()
-			lo := &lsm.Options{FS: mem, UUID: [16]byte{9}, MemtableSize: 1 << 20, Journal: lsm.JournalOptions{Size: 4 << 20}}
-			if err := lsm.Format("/db", lo); err != nil {
-				t.Fatal(err)
-			}
-			db, err := lsm.Open("/db", lo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db := newTestDB(t)
 			if err := Format(db, FormatOptions{BlockSize: 4096, UUID: [16]byte{9}}); err != nil {
 				t.Fatal(err)
 			}

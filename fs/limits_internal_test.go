@@ -7,20 +7,10 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/lsmfs/lsmfs/lsm"
-	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 func newLimitsFS(t *testing.T) *FS {
-	mem := vfs.NewMem()
-	lo := &lsm.Options{FS: mem, UUID: [16]byte{9}, MemtableSize: 1 << 20, Journal: lsm.JournalOptions{Size: 4 << 20}}
-	if err := lsm.Format("/db", lo); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open("/db", lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := newTestDB(t)
 	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/lsmfs/lsmfs/lsm"
-	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 // TestInodeCursor: the cursor readdirplus reads inode records with is
@@ -14,16 +13,7 @@ import (
 // going back, and a missing record, whatever record follows it. In the
 // memtable and after a flush.
 func TestInodeCursor(t *testing.T) {
-	mem := vfs.NewMem()
-	lo := &lsm.Options{FS: mem, UUID: [16]byte{9}, MemtableSize: 1 << 20, Journal: lsm.JournalOptions{Size: 4 << 20}}
-	if err := lsm.Format("/db", lo); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open("/db", lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := newTestDB(t)
 	inos := []uint64{10, 100}
 	for ino := uint64(20); ino <= 40; ino++ {
 		if ino != 33 {

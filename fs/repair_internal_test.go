@@ -8,23 +8,13 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/lsmfs/lsmfs/lsm"
-	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 // TestRepair damages a small filesystem in every way Repair fixes (and two
 // it does not), runs Repair, and expects Check to report only what Repair
 // must leave; a second Repair changes nothing.
 func TestRepair(t *testing.T) {
-	mem := vfs.NewMem()
-	lo := &lsm.Options{FS: mem, UUID: [16]byte{9}, MemtableSize: 1 << 20, Journal: lsm.JournalOptions{Size: 4 << 20}}
-	if err := lsm.Format("/db", lo); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open("/db", lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := newTestDB(t)
 	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
 		t.Fatal(err)
 	}

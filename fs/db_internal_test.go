@@ -1,0 +1,25 @@
+package fs
+
+import (
+	"testing"
+
+	"github.com/lsmfs/lsmfs/lsm"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
+)
+
+// newTestDB formats and opens an engine on a fresh in-memory filesystem,
+// with small memtables and journal; it is closed when the test ends (after
+// the test's own deferred calls, so after an FS on it is closed).
+func newTestDB(t testing.TB) *lsm.DB {
+	t.Helper()
+	lo := &lsm.Options{FS: vfs.NewMem(), UUID: [16]byte{9}, MemtableSize: 1 << 20, Journal: lsm.JournalOptions{Size: 4 << 20}}
+	if err := lsm.Format("/db", lo); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open("/db", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
