@@ -38,6 +38,11 @@ type FS struct {
 	handles handleTable
 	ghosts  ghostTable // deleted inodes the kernel may still hold
 	lost    lostTable  // inodes whose buffered writes a failed flush dropped
+	// releases counts last releases of open inodes, each after the
+	// inode's buffer is written and before it leaves the open table
+	// (releaseInode): readdirplus's cursor, whose iterator reads records
+	// as they were when it was made, takes a new view when it moves.
+	releases atomic.Uint64
 
 	// renameMu serializes renames across directories, as the kernel's
 	// s_vfs_rename_mutex does: it keeps the tree still while a rename

@@ -349,6 +349,7 @@ func (f *FS) releaseInode(oi *openInode, flags uint32) error {
 	if err == nil && n.Nlink > 0 {
 		err = f.flushLocked(oi, false)
 	}
+	f.releases.Add(1)
 	f.open.release(oi, flags)
 	if err != nil && oi.wb.dirty() {
 		// No handle is left to retry the flush: the data is lost. The

@@ -216,16 +216,24 @@ func (f *FS) lookupForPlus(cur *inodeCursor, dir uint64, name string, child uint
 // Children made in turns with other directories' are far apart, and a
 // seek costs more than a lookup; so the cursor is only placed once two
 // entries in a row are within cursorSteps inode numbers, and otherwise the
-// caller looks records up. The iterator sees the state at its creation,
-// within the reply, as a lookup made then would: the kernel sent the
-// request before any change it has not seen the end of, and drops the
-// attributes of an inode changed since (attr_version).
+// caller looks records up.
+//
+// The iterator sees the records as they were when it was made, within the
+// reply, as a lookup made then would; the kernel sent the request before
+// any change it has not seen the end of, and drops the attributes of an
+// inode changed since (attr_version). One change it is not told of by a
+// reply: the last close of an inode writes its buffered data to the record
+// (FLUSH and RELEASE change no attribute version), and the inode, open
+// (read through stat) when the iterator was made, may be closed by the
+// time its entry comes. So the cursor takes a new view whenever an inode
+// was closed since it made its iterator (FS.releases).
 type inodeCursor struct {
-	it     *lsm.Iterator
-	at     uint64 // the inode number of the record the iterator is at
-	prev   uint64 // the last inode number asked for
-	failed bool   // the iterator erred: lookups from here on
-	kb     [9]byte
+	it       *lsm.Iterator
+	releases uint64 // FS.releases when it was made
+	at       uint64 // the inode number of the record it is at
+	prev     uint64 // the last inode number asked for
+	failed   bool   // the iterator erred: lookups from here on
+	kb       [9]byte
 }
 
 // cursorSteps is how many inode numbers ahead of the cursor a record may
@@ -241,6 +249,9 @@ func (c *inodeCursor) get(f *FS, ino uint64) (n inode, ok bool) {
 	if c.failed {
 		return inode{}, false
 	}
+	if c.it != nil && f.releases.Load() != c.releases {
+		c.close() // a record may have been written since: a new view
+	}
 	key := appendInodeKey(c.kb[:0], ino)
 	valid := false
 	switch {
@@ -251,6 +262,8 @@ func (c *inodeCursor) get(f *FS, ino uint64) (n inode, ok bool) {
 		}
 	case ino > prev && ino-prev <= cursorSteps:
 		if c.it == nil {
+			// The count first: a close counted after it makes a new view.
+			c.releases = f.releases.Load()
 			c.it = f.db.NewIter(&lsm.IterOptions{LowerBound: []byte{famInode}, UpperBound: []byte{famInode + 1}})
 		}
 		valid = c.it.SeekGE(key)

@@ -3,6 +3,8 @@ package fs
 import (
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	"github.com/lsmfs/lsmfs/lsm"
 )
 
@@ -72,4 +74,57 @@ func TestInodeCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("tables", check)
+}
+
+// TestInodeCursorAfterClose: a file open with buffered writes when the
+// cursor made its iterator, and closed (its buffer written) before its
+// entry comes, gets the record as written, not the iterator's older view.
+func TestInodeCursorAfterClose(t *testing.T) {
+	db := newTestDB(t)
+	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out fuse.EntryOut
+	if st := f.Mkdir(nil, &fuse.MkdirIn{InHeader: fuse.InHeader{NodeId: 1}, Mode: 0o755}, "d", &out); st != fuse.OK {
+		t.Fatal(st)
+	}
+	d := out.NodeId
+	create := func(name string) (ino, fh uint64) {
+		var cout fuse.CreateOut
+		if st := f.Create(nil, &fuse.CreateIn{InHeader: fuse.InHeader{NodeId: d}, Mode: 0o644}, name, &cout); st != fuse.OK {
+			t.Fatal(st)
+		}
+		return cout.NodeId, cout.Fh
+	}
+	a, afh := create("a")
+	f.Release(nil, &fuse.ReleaseIn{Fh: afh})
+	b, bfh := create("b")
+	f.Release(nil, &fuse.ReleaseIn{Fh: bfh})
+	x, xfh := create("x")
+	if _, st := f.Write(nil, &fuse.WriteIn{InHeader: fuse.InHeader{NodeId: x}, Fh: xfh}, make([]byte, 5000)); st != fuse.OK {
+		t.Fatal(st)
+	}
+	var cur inodeCursor
+	defer cur.close()
+	var eo fuse.EntryOut
+	f.lookupForPlus(&cur, d, "a", a, true, &eo)
+	f.lookupForPlus(&cur, d, "b", b, true, &eo) // places the cursor
+	if cur.it == nil {
+		t.Fatal("the cursor was not placed")
+	}
+	f.Release(nil, &fuse.ReleaseIn{Fh: xfh}) // writes x's buffer
+	eo = fuse.EntryOut{}
+	f.lookupForPlus(&cur, d, "x", x, true, &eo)
+	var want fuse.AttrOut
+	if st := f.GetAttr(nil, &fuse.GetAttrIn{InHeader: fuse.InHeader{NodeId: x}}, &want); st != fuse.OK {
+		t.Fatal(st)
+	}
+	if eo.NodeId != x || eo.Attr != want.Attr || eo.Size != 5000 {
+		t.Fatalf("x after its close: readdirplus %+v, getattr %+v", eo.Attr, want.Attr)
+	}
 }

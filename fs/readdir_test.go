@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -336,5 +338,69 @@ func TestReaddirPlusMatchesStat(t *testing.T) {
 				e.release(o[0], o[1])
 			}
 		})
+	}
+}
+
+// TestReaddirPlusWhileClosing: a file written and closed over and over
+// while its directory is listed; every listing that starts after a write
+// shows at least that write's size, whether the file is still open (its
+// buffer) or closed by then (its record). Readdirplus's cursor once
+// returned the record as it was before a close that came during the reply.
+func TestReaddirPlusWhileClosing(t *testing.T) {
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+	d := e.mustMkdir(1, "d")
+	for i := range 200 { // listed before x: the reply's work before x's entry
+		ino, fh := e.mustCreate(d, fmt.Sprintf("f%03d", i))
+		e.release(ino, fh)
+	}
+	x, xfh := e.mustCreate(d, "x")
+	e.release(x, xfh)
+	var size atomic.Uint64 // the size after the last write
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for k := uint64(0); ; k++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			fh, err := e.open_(x, syscall.O_WRONLY)
+			if err == 0 {
+				if err = e.write(x, fh, k, []byte{'x'}); err == 0 {
+					size.Store(k + 1) // buffered: stat sees it
+				}
+				e.release(x, fh) // writes the buffer
+			}
+			if err != 0 {
+				done <- fmt.Errorf("write %d: %v", k, err)
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for n := 0; time.Now().Before(deadline); n++ {
+		want := size.Load()
+		dfh, err := e.opendir(d)
+		if err != 0 {
+			t.Fatal(err)
+		}
+		ents, outs, err := e.readdirAt(d, dfh, 0, 256<<10, true)
+		e.releasedir(d, dfh)
+		if err != 0 {
+			t.Fatal(err)
+		}
+		for i, ent := range ents {
+			if ent.Name == "x" && outs[i].NodeId != 0 && outs[i].Size < want {
+				t.Fatalf("listing %d: readdirplus size %d, a write before it made it %d", n, outs[i].Size, want)
+			}
+		}
 	}
 }
