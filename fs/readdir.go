@@ -226,13 +226,15 @@ func (f *FS) lookupForPlus(cur *inodeCursor, dir uint64, name string, child uint
 // (FLUSH and RELEASE change no attribute version), and the inode, open
 // (read through stat) when the iterator was made, may be closed by the
 // time its entry comes. So the cursor takes a new view whenever an inode
-// was closed since it made its iterator (FS.releases).
+// was closed since it made its iterator (FS.releases); when closes keep
+// coming, it gives way to lookups for the rest of the reply.
 type inodeCursor struct {
 	it       *lsm.Iterator
 	releases uint64 // FS.releases when it was made
 	at       uint64 // the inode number of the record it is at
 	prev     uint64 // the last inode number asked for
-	failed   bool   // the iterator erred: lookups from here on
+	remade   int    // iterators dropped for a close
+	off      bool   // the iterator erred, or closes kept coming: lookups
 	kb       [9]byte
 }
 
@@ -240,17 +242,25 @@ type inodeCursor struct {
 // be for the cursor to step to it.
 const cursorSteps = 8
 
+// cursorRemakes is how many iterators a cursor drops for closes before it
+// gives way to lookups (each new one costs a seek).
+const cursorRemakes = 2
+
 // get returns ino's stored record; ok is false if the cursor does not
 // have it (not placed near it, no record, or an error), and the caller
 // looks it up instead.
 func (c *inodeCursor) get(f *FS, ino uint64) (n inode, ok bool) {
 	prev := c.prev
 	c.prev = ino
-	if c.failed {
+	if c.off {
 		return inode{}, false
 	}
 	if c.it != nil && f.releases.Load() != c.releases {
 		c.close() // a record may have been written since: a new view
+		if c.remade++; c.remade >= cursorRemakes {
+			c.off = true
+			return inode{}, false
+		}
 	}
 	key := appendInodeKey(c.kb[:0], ino)
 	valid := false
@@ -273,20 +283,20 @@ func (c *inodeCursor) get(f *FS, ino uint64) (n inode, ok bool) {
 	if valid {
 		at, err := decodeInodeKey(c.it.Key())
 		if err != nil {
-			c.failed = true
+			c.off = true
 			return inode{}, false
 		}
 		c.at = at
 	}
 	if !valid || c.at != ino {
 		if !valid && c.it.Error() != nil {
-			c.failed = true
+			c.off = true
 		}
 		return inode{}, false
 	}
 	n, err := decodeInode(c.it.Value())
 	if err != nil || c.it.Error() != nil {
-		c.failed = true // the lookup reports it
+		c.off = true // the lookup reports it
 		return inode{}, false
 	}
 	return n, true

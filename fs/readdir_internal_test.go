@@ -128,3 +128,52 @@ func TestInodeCursorAfterClose(t *testing.T) {
 		t.Fatalf("x after its close: readdirplus %+v, getattr %+v", eo.Attr, want.Attr)
 	}
 }
+
+// TestInodeCursorGivesWay: closes during a reply make the cursor drop its
+// iterator; after cursorRemakes of them it answers nothing more, and the
+// caller looks records up.
+func TestInodeCursorGivesWay(t *testing.T) {
+	db := newTestDB(t)
+	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var inos []uint64
+	for i := range 12 {
+		var cout fuse.CreateOut
+		if st := f.Create(nil, &fuse.CreateIn{InHeader: fuse.InHeader{NodeId: 1}, Mode: 0o644}, string(rune('a'+i)), &cout); st != fuse.OK {
+			t.Fatal(st)
+		}
+		f.Release(nil, &fuse.ReleaseIn{Fh: cout.Fh})
+		inos = append(inos, cout.NodeId)
+	}
+	var cur inodeCursor
+	defer cur.close()
+	get := func(i int) bool {
+		n, ok := cur.get(f, inos[i])
+		if ok && n.Mode != 0o100644 {
+			t.Fatalf("get %d: mode %o", inos[i], n.Mode)
+		}
+		return ok
+	}
+	get(0)
+	if !get(1) || !get(2) {
+		t.Fatal("the cursor was not placed")
+	}
+	for i := 3; i < 3+cursorRemakes; i++ {
+		f.releases.Add(1) // a close elsewhere
+		if i < 2+cursorRemakes && !get(i) {
+			t.Fatalf("get %d after a close: declined before giving way", i)
+		}
+		if i == 2+cursorRemakes && get(i) {
+			t.Fatalf("get %d after %d closes: still answering", i, cursorRemakes)
+		}
+	}
+	if get(3+cursorRemakes) || get(4+cursorRemakes) {
+		t.Fatal("answered after giving way")
+	}
+}
