@@ -13,14 +13,7 @@ import (
 // TestCheckFindsEveryProblem damages a small filesystem in many ways at once
 // and expects Check to report each one.
 func TestCheckFindsEveryProblem(t *testing.T) {
-	db := newTestDB(t)
-	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, db := newTestFS(t, Options{})
 	defer f.Close()
 	var out fuse.EntryOut
 	if st := f.Mkdir(nil, &fuse.MkdirIn{InHeader: fuse.InHeader{NodeId: 1}, Mode: 0o755}, "d", &out); st != fuse.OK {

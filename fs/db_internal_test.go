@@ -23,3 +23,18 @@ func newTestDB(t testing.TB) *lsm.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// newTestFS formats a filesystem of 4 KiB blocks on a newTestDB and
+// returns an FS on it with opts; the caller closes the FS.
+func newTestFS(t testing.TB, opts Options) (*FS, *lsm.DB) {
+	t.Helper()
+	db := newTestDB(t)
+	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, db
+}

@@ -10,14 +10,7 @@ import (
 )
 
 func newLimitsFS(t *testing.T) *FS {
-	db := newTestDB(t)
-	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(db, Options{FlushAge: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := newTestFS(t, Options{FlushAge: -1})
 	t.Cleanup(func() { f.Close() })
 	return f
 }

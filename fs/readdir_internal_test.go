@@ -80,14 +80,7 @@ func TestInodeCursor(t *testing.T) {
 // cursor made its iterator, and closed (its buffer written) before its
 // entry comes, gets the record as written, not the iterator's older view.
 func TestInodeCursorAfterClose(t *testing.T) {
-	db := newTestDB(t)
-	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := newTestFS(t, Options{})
 	defer f.Close()
 	var out fuse.EntryOut
 	if st := f.Mkdir(nil, &fuse.MkdirIn{InHeader: fuse.InHeader{NodeId: 1}, Mode: 0o755}, "d", &out); st != fuse.OK {
@@ -133,14 +126,7 @@ func TestInodeCursorAfterClose(t *testing.T) {
 // iterator; after cursorRemakes of them it answers nothing more, and the
 // caller looks records up.
 func TestInodeCursorGivesWay(t *testing.T) {
-	db := newTestDB(t)
-	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := newTestFS(t, Options{})
 	defer f.Close()
 	var inos []uint64
 	for i := range 12 {

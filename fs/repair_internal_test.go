@@ -14,14 +14,7 @@ import (
 // it does not), runs Repair, and expects Check to report only what Repair
 // must leave; a second Repair changes nothing.
 func TestRepair(t *testing.T) {
-	db := newTestDB(t)
-	if err := Format(db, FormatOptions{BlockSize: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, db := newTestFS(t, Options{})
 	var out fuse.EntryOut
 	if st := f.Mkdir(nil, &fuse.MkdirIn{InHeader: fuse.InHeader{NodeId: 1}, Mode: 0o755}, "d", &out); st != fuse.OK {
 		t.Fatal(st)
