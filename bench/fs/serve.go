@@ -284,6 +284,7 @@ func serveLsmfsProfiled(dataDir, mnt string, ready *os.File) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("POST /prof/start", func(w http.ResponseWriter, r *http.Request) {
 		prof.Lock()
 		defer prof.Unlock()
