@@ -133,7 +133,7 @@ func run0() error {
 	}
 	st := &starter{dir: *flagDir, lsmfsBin: bin, self: self}
 
-	e := &env{sz: sz, seed: *flagSeed}
+	e := &env{sz: sz, seed: *flagSeed, dev: newHostDevice(*flagDir)}
 	if *flagMain || *flagProfile != "" {
 		e.tarPath = filepath.Join("/dev/shm", fmt.Sprintf("fsbench-tree-%d.tar", os.Getpid()))
 		defer os.Remove(e.tarPath)
@@ -532,7 +532,7 @@ func printRequests(e *env, systems []string, results map[string]map[string][]ste
 	}
 	if slices.Contains(fuseSys, sysLsmfs) {
 		fmt.Printf("\n### lsmfs engine per operation (median over rounds)\n\n")
-		fmt.Printf("Journal forces and records from lsmfs's stats; bytes the daemon made the block layer read and write from /proc/PID/io (read_bytes, write_bytes; background flushes and compactions land in the step where they happen); VmHWM (peak RSS so far) at the end of the step.\n\n")
+		fmt.Printf("Journal forces and records from lsmfs's stats; bytes the daemon made the block layer read and write from /proc/PID/io (read_bytes, write_bytes; background flushes and compactions land in the step where they happen; write_bytes counts each page-cache folio a write dirties whole, so small writes into large folios count far more than the device writes: see the device table below); VmHWM (peak RSS so far) at the end of the step.\n\n")
 		fmt.Printf("| workload | per | journal forces/op | records/force | mean force (µs) | daemon bytes read/op | daemon bytes written/op | daemon VmHWM after (MiB) |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, d := range rows {
 			rs := results[sysLsmfs][d.key]
@@ -558,6 +558,7 @@ func printRequests(e *env, systems []string, results map[string]map[string][]ste
 				commas(int64(median(rb))), commas(int64(median(wb))), median(pk))
 		}
 	}
+	printDeviceWrites(systems, results)
 	fmt.Printf("\n### By opcode (last round; requests per operation, ≥ 0.01)\n\n")
 	fmt.Printf("| workload |")
 	for _, s := range fuseSys {
@@ -622,4 +623,42 @@ func breakdown(r stepResult) string {
 		return "0"
 	}
 	return strings.Join(parts, " · ")
+}
+
+// printDeviceWrites prints what the host's block device wrote per
+// operation of each step, for every system (median over rounds). The host
+// filesystem is synced after each timed step, so a step's dirty pages count
+// in it, its journal's writes too.
+func printDeviceWrites(systems []string, results map[string]map[string][]stepResult) {
+	fmt.Printf("\n### Device writes per operation (median over rounds)\n\n")
+	fmt.Printf("Bytes the host's block device wrote during each step and the sync after it (/sys/dev/block/…/stat): file data, metadata, journals and, for lsmfs, its flushes and compactions; other activity on the device counts too.\n\n")
+	fmt.Printf("| workload | per |")
+	for _, s := range systems {
+		fmt.Printf(" %s |", s)
+	}
+	fmt.Printf("\n|---|---|")
+	for range systems {
+		fmt.Printf("---:|")
+	}
+	fmt.Println()
+	for _, d := range rows {
+		if _, ok := results[systems[0]][d.key]; !ok {
+			continue
+		}
+		fmt.Printf("| %s | %s |", d.key, d.per)
+		for _, s := range systems {
+			var v []float64
+			for _, r := range results[s][d.key] {
+				if r.ops > 0 {
+					v = append(v, float64(r.dbytes)/float64(r.ops))
+				}
+			}
+			if len(v) == 0 {
+				fmt.Printf(" – |")
+				continue
+			}
+			fmt.Printf(" %s |", commas(int64(median(v))))
+		}
+		fmt.Println()
+	}
 }

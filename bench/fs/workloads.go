@@ -66,6 +66,9 @@ type stepResult struct {
 	// rbytes and wbytes are what the serving process read from and wrote
 	// to storage (read_bytes, write_bytes).
 	rbytes, wbytes uint64
+	// dbytes is what the host's block device wrote for the step, the
+	// step's dirty pages included (synced after the timed part).
+	dbytes uint64
 	// peak is the serving process's VmHWM at the end of the step.
 	peak uint64
 }
@@ -78,6 +81,8 @@ type env struct {
 	seed       uint64
 	// hook, when set, brackets each timed step (profiling).
 	hook func(s *system, key string, start bool)
+	// dev counts the host device's writes.
+	dev hostDevice
 }
 
 // runRound runs every workload, in order, on s and returns the results by
@@ -101,6 +106,7 @@ func runRound(s *system, e *env, only map[string]bool) (map[string]stepResult, e
 				return fmt.Errorf("%s: counts: %w", s.name, err)
 			}
 		}
+		d0 := e.dev.written()
 		cpu0 := s.cpuTime()
 		r0, w0 := s.ioBytes()
 		if e.hook != nil {
@@ -112,6 +118,7 @@ func runRound(s *system, e *env, only map[string]bool) (map[string]stepResult, e
 		}
 		r1, w1 := s.ioBytes()
 		r := stepResult{value: v, ops: n, cpu: s.cpuTime() - cpu0, rbytes: r1 - r0, wbytes: w1 - w0, peak: s.peakRSS()}
+		r.dbytes = e.dev.written() - d0
 		var note *noteErr
 		if errors.As(err, &note) {
 			r.note, err = note.msg, nil
