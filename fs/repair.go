@@ -46,7 +46,9 @@ const lostFound = "lost+found"
 
 // Repair fixes the filesystem in db (opened writable, not mounted) and
 // returns one sentence per change. It returns an error when it cannot read
-// the keyspace or write the fixes; the changes listed until then were made.
+// the keyspace or write the fixes, with the changes made durable before
+// the failure: the fixes go in batches, each forced, and a change is
+// listed once the batch that holds its last write is.
 func Repair(db *lsm.DB) ([]string, error) {
 	rp := &repairer{db: db, inodes: map[uint64]*rpInode{}, broken: map[uint64]bool{}}
 	snap := db.NewSnapshot()
@@ -57,7 +59,7 @@ func Repair(db *lsm.DB) ([]string, error) {
 	}
 	rp.plan()
 	if err := rp.apply(); err != nil {
-		return rp.changes, err
+		return rp.changes[:rp.applied], err
 	}
 	return rp.changes, nil
 }
@@ -73,6 +75,9 @@ type rpInode struct {
 	orphan  bool
 	dirty   bool
 	gone    bool // reclaimed
+	// notes are the changes to the inode's record, listed when the record
+	// is written (at the end of plan).
+	notes []string
 }
 
 type rpDentry struct {
@@ -96,6 +101,7 @@ type repairer struct {
 
 	batch   *lsm.Batch
 	changes []string
+	applied int // changes[:applied] are durable
 	err     error
 }
 
@@ -104,8 +110,15 @@ type rpBlock struct {
 	len uint64
 }
 
+// changef lists a change whose writes are all in the batch (or in
+// batches before it).
 func (rp *repairer) changef(format string, args ...any) {
 	rp.changes = append(rp.changes, fmt.Sprintf(format, args...))
+}
+
+// notef notes a change to n's record, which is written later.
+func (n *rpInode) notef(format string, args ...any) {
+	n.notes = append(n.notes, fmt.Sprintf(format, args...))
 }
 
 // scan iterates one family. For data blocks only lengths are needed: fn
@@ -173,9 +186,10 @@ func (rp *repairer) ensureRoot() {
 		return
 	}
 	now := time.Now().UnixNano()
-	rp.inodes[rootIno] = &rpInode{n: inode{Mode: syscall.S_IFDIR | 0o755, Nlink: 2, Parent: rootIno,
+	root := &rpInode{n: inode{Mode: syscall.S_IFDIR | 0o755, Nlink: 2, Parent: rootIno,
 		Atime: now, Mtime: now, Ctime: now, Btime: now}, dirty: true}
-	rp.changef("recreated the missing root directory (mode 0755, owner root)")
+	root.notef("recreated the missing root directory (mode 0755, owner root)")
+	rp.inodes[rootIno] = root
 }
 
 func (rp *repairer) del(k []byte, format string, args ...any) {
@@ -441,6 +455,7 @@ func (rp *repairer) plan() {
 	for _, ino := range inos {
 		if n := rp.inodes[ino]; n.dirty && !n.gone {
 			putInode(rp.batch, ino, &n.n)
+			rp.changes = append(rp.changes, n.notes...)
 			rp.flushMaybe()
 		}
 	}
@@ -563,13 +578,13 @@ func (rp *repairer) lostFound() uint64 {
 func (rp *repairer) fixCounts(ino uint64, n *rpInode) {
 	set32 := func(what string, field *uint32, want uint32) {
 		if *field != want {
-			rp.changef("inode %d: %s %d -> %d", ino, what, *field, want)
+			n.notef("inode %d: %s %d -> %d", ino, what, *field, want)
 			*field, n.dirty = want, true
 		}
 	}
 	set64 := func(what string, field *uint64, want uint64) {
 		if *field != want {
-			rp.changef("inode %d: %s %d -> %d", ino, what, *field, want)
+			n.notef("inode %d: %s %d -> %d", ino, what, *field, want)
 			*field, n.dirty = want, true
 		}
 	}
@@ -592,13 +607,19 @@ func (rp *repairer) fixCounts(ino uint64, n *rpInode) {
 	set32("xattr count", &n.n.Nxattr, n.xattrs)
 }
 
-// flushMaybe applies the batch when it grows large.
+// flushMaybe applies the batch when it grows large. It is called between
+// changes, so every change listed so far has its writes in the batch or
+// before it.
 func (rp *repairer) flushMaybe() {
 	if rp.batch.Len() < 256<<10 || rp.err != nil {
 		return
 	}
-	if err := rp.db.Apply(rp.batch, false); err != nil {
+	// Forced: what Repair reports as made must be on disk, and a force
+	// per 256 KiB costs fsck nothing it would notice.
+	if err := rp.db.Apply(rp.batch, true); err != nil {
 		rp.err = err
+	} else {
+		rp.applied = len(rp.changes)
 	}
 	rp.batch = lsm.NewBatch()
 }
@@ -611,5 +632,6 @@ func (rp *repairer) apply() error {
 	if err := rp.db.Apply(rp.batch, true); err != nil {
 		return fmt.Errorf("fs: repair: %w", err)
 	}
+	rp.applied = len(rp.changes)
 	return nil
 }
