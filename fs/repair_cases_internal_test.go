@@ -319,34 +319,16 @@ func TestRepairNoLostFoundKeepsFiles(t *testing.T) {
 // has a second name /lost+found (recorded as a directory).
 func TestRepairCrashBetweenBatches(t *testing.T) {
 	mem := vfs.NewMem()
-	var failing, writes int
-	var enabled bool
-	efs := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
-		if !enabled || op.Kind != vfs.OpWrite || !strings.Contains(op.Path, "journal") {
-			return nil
-		}
-		writes++
-		if testing.Verbose() {
-			println("journal op", writes, op.String())
-		}
-		if writes > failing {
-			return vfs.EIO
-		}
-		return nil
-	}))
-	db := openUnnamedFiles(t, efs)
+	jf := &journalFault{after: rvFailAfter}
+	db := openUnnamedFiles(t, jf.fs(mem))
 	// The process dies after Repair's first batch reaches the journal.
-	failing, enabled = rvFailAfter, true
+	jf.enabled = true
 	ch, err := Repair(db)
-	t.Logf("repair: %d changes, err %v (journal writes seen %d)", len(ch), err, writes)
-	enabled = false
+	t.Logf("repair: %d changes, err %v (journal writes seen %d)", len(ch), err, jf.writes)
+	jf.enabled = false
 	db.Close()
 
-	db, err = lsm.Open("/db", rvOptions(mem))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db = reopenRV(t, mem)
 	v, err := db.Get(dentryKey(rootIno, lostFound))
 	if err != nil {
 		t.Skipf("the crash point missed: /lost+found not written (%v)", err)
@@ -383,6 +365,41 @@ func TestRepairCrashBetweenBatches(t *testing.T) {
 }
 
 var rvFailAfter = 3
+
+// journalFault fails the journal's writes, once enabled, after the first
+// after of them.
+type journalFault struct {
+	enabled       bool
+	after, writes int
+}
+
+func (jf *journalFault) fs(mem vfs.FS) vfs.FS {
+	return vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
+		if !jf.enabled || op.Kind != vfs.OpWrite || !strings.Contains(op.Path, "journal") {
+			return nil
+		}
+		jf.writes++
+		if testing.Verbose() {
+			println("journal op", jf.writes, op.String())
+		}
+		if jf.writes > jf.after {
+			return vfs.EIO
+		}
+		return nil
+	}))
+}
+
+// reopenRV opens the engine at /db on mem again, after a failure; it is
+// closed at the end of the test.
+func reopenRV(t *testing.T, mem vfs.FS) *lsm.DB {
+	t.Helper()
+	db, err := lsm.Open("/db", rvOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
 
 // Unnamed files made by openUnnamedFiles: inodes first to first+unnamedN-1.
 const unnamedFirst, unnamedN = 100_000, 40_000
@@ -426,21 +443,11 @@ func openUnnamedFiles(t *testing.T, fsys vfs.FS) *lsm.DB {
 // for fixes that were lost.
 func TestRepairReportsWhatItWrote(t *testing.T) {
 	mem := vfs.NewMem()
-	var writes int
-	var enabled bool
-	efs := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
-		if !enabled || op.Kind != vfs.OpWrite || !strings.Contains(op.Path, "journal") {
-			return nil
-		}
-		if writes++; writes > 2 {
-			return vfs.EIO
-		}
-		return nil
-	}))
-	db := openUnnamedFiles(t, efs)
-	enabled = true
+	jf := &journalFault{after: 2}
+	db := openUnnamedFiles(t, jf.fs(mem))
+	jf.enabled = true
 	ch, err := Repair(db)
-	enabled = false
+	jf.enabled = false
 	db.Close()
 	if err == nil {
 		t.Fatalf("repair succeeded with %d changes: the journal failure came too late", len(ch))
@@ -457,11 +464,7 @@ func TestRepairReportsWhatItWrote(t *testing.T) {
 	if len(reported) == 0 {
 		t.Fatalf("no link reported: want the failure after the first batch")
 	}
-	db, err = lsm.Open("/db", rvOptions(mem))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db = reopenRV(t, mem)
 	v, err := db.Get(dentryKey(rootIno, lostFound))
 	if err != nil {
 		t.Fatalf("/lost+found: %v", err)

@@ -304,6 +304,18 @@ func sizeStr(n int64) string {
 	return fmt.Sprintf("%d MiB", n>>20)
 }
 
+// perOp returns the median over rounds of f(r) per operation, and whether
+// any round had operations.
+func perOp(rs []stepResult, f func(stepResult) float64) (float64, bool) {
+	var v []float64
+	for _, r := range rs {
+		if r.ops > 0 {
+			v = append(v, f(r)/float64(r.ops))
+		}
+	}
+	return median(v), len(v) > 0
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -461,14 +473,9 @@ func printSerialBound(systems []string, results map[string]map[string][]stepResu
 	bound := 1 / (1/ceil + 1/ext4)
 	fmt.Printf("Serial bound of the O_DIRECT random read row: each read of a filesystem whose daemon serves the data waits for a FUSE round trip and then a device read, so it reaches at most 1 ÷ (1/ceiling + 1/ext4) = **%s IOPS**; lsmfs reached %.2f of it.", fmtVal(bound, false), ls/bound)
 	if pt, _, ok := cell(results[sysPassthrough][key]); ok && pt > 0 {
-		var reqs []float64
-		for _, r := range results[sysPassthrough][key] {
-			if r.ops > 0 {
-				reqs = append(reqs, float64(r.reqs.total())/float64(r.ops))
-			}
-		}
-		fmt.Printf(" The passthrough (%s IOPS, %.2f FUSE requests per read) is %.2f× that bound", fmtVal(pt, false), median(reqs), pt/bound)
-		if median(reqs) < 0.5 {
+		reqs, _ := perOp(results[sysPassthrough][key], func(r stepResult) float64 { return float64(r.reqs.total()) })
+		fmt.Printf(" The passthrough (%s IOPS, %.2f FUSE requests per read) is %.2f× that bound", fmtVal(pt, false), reqs, pt/bound)
+		if reqs < 0.5 {
 			fmt.Printf(": its reads go from the kernel to the backing file (FUSE passthrough) without its daemon")
 		}
 		fmt.Printf(".")
@@ -511,22 +518,12 @@ func printRequests(e *env, systems []string, results map[string]map[string][]ste
 		}
 		fmt.Printf("| %s | %s |", d.key, d.per)
 		for _, s := range fuseSys {
-			var v []float64
-			for _, r := range results[s][d.key] {
-				if r.ops > 0 {
-					v = append(v, float64(r.reqs.total())/float64(r.ops))
-				}
-			}
-			fmt.Printf(" %.2f |", median(v))
+			v, _ := perOp(results[s][d.key], func(r stepResult) float64 { return float64(r.reqs.total()) })
+			fmt.Printf(" %.2f |", v)
 		}
 		for _, s := range fuseSys {
-			var v []float64
-			for _, r := range results[s][d.key] {
-				if r.ops > 0 {
-					v = append(v, float64(r.cpu.Microseconds())/float64(r.ops))
-				}
-			}
-			fmt.Printf(" %.1f |", median(v))
+			v, _ := perOp(results[s][d.key], func(r stepResult) float64 { return float64(r.cpu.Microseconds()) })
+			fmt.Printf(" %.1f |", v)
 		}
 		fmt.Println()
 	}
@@ -647,17 +644,12 @@ func printDeviceWrites(systems []string, results map[string]map[string][]stepRes
 		}
 		fmt.Printf("| %s | %s |", d.key, d.per)
 		for _, s := range systems {
-			var v []float64
-			for _, r := range results[s][d.key] {
-				if r.ops > 0 {
-					v = append(v, float64(r.dbytes)/float64(r.ops))
-				}
-			}
-			if len(v) == 0 {
+			v, ok := perOp(results[s][d.key], func(r stepResult) float64 { return float64(r.dbytes) })
+			if !ok {
 				fmt.Printf(" – |")
 				continue
 			}
-			fmt.Printf(" %s |", commas(int64(median(v))))
+			fmt.Printf(" %s |", commas(int64(v)))
 		}
 		fmt.Println()
 	}
