@@ -356,7 +356,8 @@ func (rp *repairer) plan() {
 		kept = append(kept, names[keep])
 	}
 	for _, d := range kept {
-		rp.link(d)
+		rp.link(d) // a whole change: its type rewrite, if any, is listed
+		rp.flushMaybe()
 	}
 
 	// A directory whose names lead back to itself (a parent loop) loses
