@@ -31,6 +31,7 @@ package fs
 // run after Repair, reports what is left.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -50,7 +51,15 @@ const lostFound = "lost+found"
 // the failure: the fixes go in batches, each forced, and a change is
 // listed once the batch that holds its last write is.
 func Repair(db *lsm.DB) ([]string, error) {
-	rp := &repairer{db: db, inodes: map[uint64]*rpInode{}, broken: map[uint64]bool{}}
+	return RepairContext(context.Background(), db)
+}
+
+// RepairContext is Repair that stops when ctx is done: between the
+// keyspace's families while reading, and before writing a batch. It then
+// returns ctx's error (wrapped) with the changes written until then; run
+// again, Repair finishes the rest.
+func RepairContext(ctx context.Context, db *lsm.DB) ([]string, error) {
+	rp := &repairer{ctx: ctx, db: db, inodes: map[uint64]*rpInode{}, broken: map[uint64]bool{}}
 	snap := db.NewSnapshot()
 	err := rp.load(snap)
 	snap.Close()
@@ -87,6 +96,7 @@ type rpDentry struct {
 }
 
 type repairer struct {
+	ctx    context.Context
 	db     *lsm.DB
 	bs     uint64
 	bound  uint64
@@ -168,6 +178,9 @@ func (rp *repairer) load(snap *lsm.Snapshot) error {
 		{famOrphan, rp.orphan},
 	}
 	for _, s := range steps {
+		if err := rp.ctx.Err(); err != nil {
+			return fmt.Errorf("fs: repair: %w", err)
+		}
 		if err := scanFamily(snap, s.fam, s.fn); err != nil {
 			return fmt.Errorf("fs: repair: scan %q: %w", s.fam, err)
 		}
@@ -615,6 +628,10 @@ func (rp *repairer) flushMaybe() {
 	if rp.batch.Len() < 256<<10 || rp.err != nil {
 		return
 	}
+	if err := rp.ctx.Err(); err != nil {
+		rp.err = err
+		return
+	}
 	// Forced: what Repair reports as made must be on disk, and a force
 	// per 256 KiB costs fsck nothing it would notice.
 	if err := rp.db.Apply(rp.batch, true); err != nil {
@@ -627,6 +644,9 @@ func (rp *repairer) flushMaybe() {
 
 // apply writes what is left and makes it durable.
 func (rp *repairer) apply() error {
+	if rp.err == nil {
+		rp.err = rp.ctx.Err()
+	}
 	if rp.err != nil {
 		return fmt.Errorf("fs: repair: %w", rp.err)
 	}

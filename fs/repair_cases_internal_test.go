@@ -5,10 +5,12 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -458,34 +460,13 @@ func TestRepairReportsWhatItWrote(t *testing.T) {
 	if err == nil {
 		t.Fatalf("repair succeeded with %d changes: the journal failure came too late", len(ch))
 	}
-	reported := map[uint64]bool{}
-	for _, c := range ch {
-		var ino uint64
-		var name string
-		if _, serr := fmt.Sscanf(c, "linked unreachable inode %d into /lost+found/%s", &ino, &name); serr == nil {
-			reported[ino] = true
-		}
-	}
+	reported := linkedInodes(ch)
 	t.Logf("repair: %d changes reported (%d links), err %v", len(ch), len(reported), err)
 	if len(reported) == 0 {
 		t.Fatalf("no link reported: want the failure after the first batch")
 	}
 	db = reopenRV(t, mem)
-	v, err := db.Get(dentryKey(rootIno, lostFound))
-	if err != nil {
-		t.Fatalf("/lost+found: %v", err)
-	}
-	lf, _ := decodeDentry(v)
-	var missing, unreported int
-	for i := uint64(unnamedFirst); i < unnamedFirst+unnamedN; i++ {
-		_, gerr := db.Get(dentryKey(lf.Ino, fmt.Sprintf("#%d", i)))
-		switch {
-		case reported[i] && gerr != nil:
-			missing++
-		case !reported[i] && gerr == nil:
-			unreported++
-		}
-	}
+	missing, unreported := checkLinks(t, db, reported)
 	if missing > 0 || unreported > 0 {
 		t.Errorf("after the reopen: %d reported links missing, %d links made but not reported", missing, unreported)
 	}
@@ -528,4 +509,85 @@ func TestRepairManyTypeRewrites(t *testing.T) {
 	if len(r.Problems) > 0 {
 		t.Errorf("after the repair: %d problems, first %q", len(r.Problems), r.Problems[0])
 	}
+}
+
+// TestRepairContextStops: canceled once its first batch is being written,
+// RepairContext stops before the next one and returns the cancellation
+// with exactly the changes written (all on disk after a reopen, no other
+// link there); a second Repair finishes, and Check is clean.
+func TestRepairContextStops(t *testing.T) {
+	mem := vfs.NewMem()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var armed atomic.Bool
+	fsys := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
+		if armed.Load() && op.Kind == vfs.OpWrite && strings.Contains(op.Path, "journal") {
+			cancel()
+		}
+		return nil
+	}))
+	db := openUnnamedFiles(t, fsys)
+	armed.Store(true)
+	ch, err := RepairContext(ctx, db)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("repair: %v, want the cancellation", err)
+	}
+	reported := linkedInodes(ch)
+	// The first batch holds about 9,000 links: the stop comes before the
+	// second is written, not at the end.
+	if len(reported) == 0 || len(reported) > unnamedN/2 {
+		t.Fatalf("%d of %d links reported: want the stop after the first batch", len(reported), unnamedN)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = reopenRV(t, mem)
+	if missing, unreported := checkLinks(t, db, reported); missing > 0 || unreported > 0 {
+		t.Errorf("after the reopen: %d reported links missing, %d links made but not reported", missing, unreported)
+	}
+	if _, err := Repair(db); err != nil {
+		t.Fatalf("second repair: %v", err)
+	}
+	r, err := Check(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Problems) > 0 {
+		t.Errorf("after the second repair: %d problems, first %q", len(r.Problems), r.Problems[0])
+	}
+}
+
+// linkedInodes returns the inodes Repair's changes say it linked into
+// lost+found.
+func linkedInodes(changes []string) map[uint64]bool {
+	linked := map[uint64]bool{}
+	for _, c := range changes {
+		var ino uint64
+		var name string
+		if _, err := fmt.Sscanf(c, "linked unreachable inode %d into /lost+found/%s", &ino, &name); err == nil {
+			linked[ino] = true
+		}
+	}
+	return linked
+}
+
+// checkLinks counts the unnamed files (openUnnamedFiles) reported linked
+// but not in lost+found, and those in it but not reported.
+func checkLinks(t *testing.T, db *lsm.DB, reported map[uint64]bool) (missing, unreported int) {
+	t.Helper()
+	v, err := db.Get(dentryKey(rootIno, lostFound))
+	if err != nil {
+		t.Fatalf("/lost+found: %v", err)
+	}
+	lf, _ := decodeDentry(v)
+	for i := uint64(unnamedFirst); i < unnamedFirst+unnamedN; i++ {
+		_, gerr := db.Get(dentryKey(lf.Ino, fmt.Sprintf("#%d", i)))
+		switch {
+		case reported[i] && gerr != nil:
+			missing++
+		case !reported[i] && gerr == nil:
+			unreported++
+		}
+	}
+	return missing, unreported
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -115,6 +116,11 @@ func fsck(c *cli.Context, path string) error {
 	if res.problems() == 0 && len(res.engine.Garbage) == 0 {
 		return nil
 	}
+	// From here to the report of the changes, SIGINT and SIGTERM stop the
+	// repair between its batches: the engine then closes cleanly and what
+	// was written is listed.
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	db, _, err := openEngine(c, dataDir, false)
 	if err != nil {
 		return withCode(exitFsckOperational, fmt.Errorf("%s: open for repair: %w", dataDir, err))
@@ -126,14 +132,17 @@ func fsck(c *cli.Context, path string) error {
 		}
 	}
 	if len(res.fs.Problems) > 0 || res.fs.Omitted > 0 {
-		fixed, err := fs.Repair(db)
+		fixed, err := fs.RepairContext(ctx, db)
 		changes = append(changes, fixed...)
 		if err != nil {
-			db.Close()
+			cerr := db.Close()
 			for _, ch := range changes {
 				fmt.Fprintf(w, "%s: repaired: %s\n", dataDir, ch)
 			}
-			return withCode(exitFsckErrors, fmt.Errorf("%s: repair: %w", dataDir, err))
+			if errors.Is(err, context.Canceled) && cerr == nil {
+				return withCode(exitFsckCancelled, fmt.Errorf("%s: repair interrupted after %d changes; run lsmfs fsck --repair again to finish", dataDir, len(changes)))
+			}
+			return withCode(exitFsckErrors, fmt.Errorf("%s: repair: %w", dataDir, errors.Join(err, cerr)))
 		}
 	}
 	if err := db.Close(); err != nil {
@@ -142,6 +151,10 @@ func fsck(c *cli.Context, path string) error {
 	for _, ch := range changes {
 		fmt.Fprintf(w, "%s: repaired: %s\n", dataDir, ch)
 	}
+	if ctx.Err() != nil {
+		return withCode(exitFsckCancelled, fmt.Errorf("%s: interrupted after the repair (%d changes made), before the check after it", dataDir, len(changes)))
+	}
+	stop()
 	after, err := fsckCheck(c, dataDir, false)
 	if err != nil {
 		return err
