@@ -60,11 +60,15 @@ func Repair(db *lsm.DB) ([]string, error) {
 // again, Repair finishes the rest.
 func RepairContext(ctx context.Context, db *lsm.DB) ([]string, error) {
 	rp := &repairer{ctx: ctx, db: db, inodes: map[uint64]*rpInode{}, broken: map[uint64]bool{}}
+	// Half the engine's largest batch, so that a batch with its last
+	// change (a few KiB at most) always fits.
+	rp.flushAt = min(256<<10, int(db.MaxBatchBytes()/2))
 	snap := db.NewSnapshot()
 	err := rp.load(snap)
 	snap.Close()
 	if err != nil {
-		return nil, err
+		// The scans already write fixes (removals) as they go.
+		return rp.changes[:rp.applied], err
 	}
 	rp.plan()
 	if err := rp.apply(); err != nil {
@@ -96,12 +100,13 @@ type rpDentry struct {
 }
 
 type repairer struct {
-	ctx    context.Context
-	db     *lsm.DB
-	bs     uint64
-	bound  uint64
-	maxIno uint64
-	inodes map[uint64]*rpInode
+	ctx     context.Context
+	db      *lsm.DB
+	flushAt int // batch bytes
+	bs      uint64
+	bound   uint64
+	maxIno  uint64
+	inodes  map[uint64]*rpInode
 	// broken holds the inodes whose record does not decode: what belongs
 	// to them (names, data, xattrs) is left alone, for Check to report.
 	broken  map[uint64]bool
@@ -625,7 +630,7 @@ func (rp *repairer) fixCounts(ino uint64, n *rpInode) {
 // changes, so every change listed so far has its writes in the batch or
 // before it.
 func (rp *repairer) flushMaybe() {
-	if rp.batch.Len() < 256<<10 || rp.err != nil {
+	if rp.batch.Len() < rp.flushAt || rp.err != nil {
 		return
 	}
 	if err := rp.ctx.Err(); err != nil {

@@ -377,7 +377,7 @@ type journalFault struct {
 
 func (jf *journalFault) fs(mem vfs.FS) vfs.FS {
 	return vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
-		if !jf.enabled || op.Kind != vfs.OpWrite || !strings.Contains(op.Path, "journal") {
+		if !jf.enabled || !isFrameWrite(op) {
 			return nil
 		}
 		jf.writes++
@@ -389,6 +389,13 @@ func (jf *journalFault) fs(mem vfs.FS) vfs.FS {
 		}
 		return nil
 	}))
+}
+
+// isFrameWrite reports a write of journal frames: not of the journal's
+// superblock at offset 0, which a background flush's checkpoint writes
+// whenever it finishes (Flush can return before it).
+func isFrameWrite(op vfs.Op) bool {
+	return op.Kind == vfs.OpWrite && strings.Contains(op.Path, "journal") && op.Off != 0
 }
 
 // reopenRV opens the engine at /db on mem again, after a failure; it is
@@ -411,7 +418,11 @@ const unnamedFirst, unnamedN = 100_000, 40_000
 // lost+found, and their entries fill more than one 1 MiB journal frame.
 func openUnnamedFiles(t *testing.T, fsys vfs.FS) *lsm.DB {
 	t.Helper()
-	lo := rvOptions(fsys)
+	return openUnnamedFilesWith(t, rvOptions(fsys))
+}
+
+func openUnnamedFilesWith(t *testing.T, lo *lsm.Options) *lsm.DB {
+	t.Helper()
 	if err := lsm.Format("/db", lo); err != nil {
 		t.Fatal(err)
 	}
@@ -474,8 +485,8 @@ func TestRepairReportsWhatItWrote(t *testing.T) {
 
 // TestRepairManyTypeRewrites: 40,000 dentries whose recorded type is not
 // their inode's are rewritten in more than one batch. Their loop never
-// applied its batch, so a repair of that many (2 MB of rewrites against a
-// 1 MiB batch limit here) failed with a batch too large at every run.
+// applied its batch, so a repair of that many (1.16 MB of rewrites against
+// a 1 MiB batch limit here) failed with a batch too large at every run.
 func TestRepairManyTypeRewrites(t *testing.T) {
 	db := openUnnamedFiles(t, vfs.NewMem())
 	defer db.Close()
@@ -521,7 +532,7 @@ func TestRepairContextStops(t *testing.T) {
 	defer cancel()
 	var armed atomic.Bool
 	fsys := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
-		if armed.Load() && op.Kind == vfs.OpWrite && strings.Contains(op.Path, "journal") {
+		if armed.Load() && isFrameWrite(op) {
 			cancel()
 		}
 		return nil
@@ -590,4 +601,89 @@ func checkLinks(t *testing.T, db *lsm.DB, reported map[uint64]bool) (missing, un
 		}
 	}
 	return missing, unreported
+}
+
+// TestRepairContextStopsWhileReading: the scans remove dentries of missing
+// inodes as they read, in forced batches; canceled during the first one's
+// write, RepairContext stops before the next family and still reports
+// exactly the removals on disk. It returned none of them (review).
+func TestRepairContextStopsWhileReading(t *testing.T) {
+	mem := vfs.NewMem()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var armed atomic.Bool
+	fsys := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
+		if armed.Load() && isFrameWrite(op) {
+			cancel()
+		}
+		return nil
+	}))
+	db := openUnnamedFiles(t, fsys)
+	const missing = 1 << 40 // inode numbers no inode has
+	b := lsm.NewBatch()
+	for i := uint64(0); i < unnamedN; i++ {
+		b.Set(dentryKey(rootIno, fmt.Sprintf("d%d", i)), encodeDentry(dentry{Ino: missing + i, Type: syscall.S_IFREG >> 12}))
+		if b.Len() > 128<<10 || i == unnamedN-1 {
+			if err := db.Apply(b, true); err != nil {
+				t.Fatal(err)
+			}
+			b = lsm.NewBatch()
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	ch, err := RepairContext(ctx, db)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("repair: %v, want the cancellation", err)
+	}
+	reported := map[string]bool{}
+	for _, c := range ch {
+		var parent, ino uint64
+		var name string
+		if _, err := fmt.Sscanf(c, "removed dentry %d/%q: it names missing inode %d", &parent, &name, &ino); err == nil {
+			reported[name] = true
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = reopenRV(t, mem)
+	removed, unreported := 0, 0
+	for i := uint64(0); i < unnamedN; i++ {
+		name := fmt.Sprintf("d%d", i)
+		if _, err := db.Get(dentryKey(rootIno, name)); errors.Is(err, lsm.ErrNotFound) {
+			removed++
+			if !reported[name] {
+				unreported++
+			}
+		} else if reported[name] {
+			t.Errorf("dentry %s reported removed, still there", name)
+		}
+	}
+	t.Logf("%d changes reported, %d dentries removed", len(ch), removed)
+	if removed == 0 || removed == unnamedN {
+		t.Fatalf("%d of %d dentries removed: want the stop during the scan", removed, unnamedN)
+	}
+	if unreported > 0 {
+		t.Errorf("%d removed dentries not reported", unreported)
+	}
+}
+
+// TestRepairSmallestMemtable: with the smallest memtable the engine takes
+// (256 KiB, so batches of at most that), Repair's batches fit. They were
+// 256 KiB plus a change, and every such repair failed (review).
+func TestRepairSmallestMemtable(t *testing.T) {
+	lo := rvOptions(vfs.NewMem())
+	lo.MemtableSize = 256 << 10
+	db := openUnnamedFilesWith(t, lo)
+	defer db.Close()
+	ch, err := Repair(db)
+	if err != nil {
+		t.Fatalf("repair: %v (%d changes)", err, len(ch))
+	}
+	if n := len(linkedInodes(ch)); n != unnamedN {
+		t.Errorf("%d links reported, want %d", n, unnamedN)
+	}
 }

@@ -116,15 +116,16 @@ func fsck(c *cli.Context, path string) error {
 	if res.problems() == 0 && len(res.engine.Garbage) == 0 {
 		return nil
 	}
-	// From here to the report of the changes, SIGINT and SIGTERM stop the
-	// repair between its batches: the engine then closes cleanly and what
-	// was written is listed.
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	db, _, err := openEngine(c, dataDir, false)
 	if err != nil {
 		return withCode(exitFsckOperational, fmt.Errorf("%s: open for repair: %w", dataDir, err))
 	}
+	// From here to the report of the changes, SIGINT and SIGTERM stop the
+	// repair between its batches: the engine then closes cleanly and what
+	// was written is listed. (During the open they end the process, as a
+	// crash would: the journal's replay is redone at the next open.)
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	var changes []string
 	for _, g := range res.engine.Garbage {
 		if _, err := os.Stat(filepath.Join(dataDir, g)); errors.Is(err, os.ErrNotExist) {
@@ -139,10 +140,13 @@ func fsck(c *cli.Context, path string) error {
 			for _, ch := range changes {
 				fmt.Fprintf(w, "%s: repaired: %s\n", dataDir, ch)
 			}
-			if errors.Is(err, context.Canceled) && cerr == nil {
-				return withCode(exitFsckCancelled, fmt.Errorf("%s: repair interrupted after %d changes; run lsmfs fsck --repair again to finish", dataDir, len(changes)))
+			switch {
+			case !errors.Is(err, context.Canceled):
+				return withCode(exitFsckErrors, fmt.Errorf("%s: repair: %w", dataDir, errors.Join(err, cerr)))
+			case cerr != nil:
+				return withCode(exitFsckOperational, fmt.Errorf("%s: close after the interrupted repair: %w", dataDir, cerr))
 			}
-			return withCode(exitFsckErrors, fmt.Errorf("%s: repair: %w", dataDir, errors.Join(err, cerr)))
+			return withCode(exitFsckCancelled, fmt.Errorf("%s: repair interrupted after %d changes; run lsmfs fsck --repair again to finish", dataDir, len(changes)))
 		}
 	}
 	if err := db.Close(); err != nil {
