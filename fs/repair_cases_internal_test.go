@@ -391,6 +391,22 @@ func (jf *journalFault) fs(mem vfs.FS) vfs.FS {
 	}))
 }
 
+// cancelOnFrameWrite returns mem behind a hook that, once armed, cancels
+// the returned context at the journal's next frame write (and lets the
+// write through).
+func cancelOnFrameWrite(t *testing.T, mem vfs.FS) (vfs.FS, context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var armed atomic.Bool
+	fsys := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
+		if armed.Load() && isFrameWrite(op) {
+			cancel()
+		}
+		return nil
+	}))
+	return fsys, ctx, func() { armed.Store(true) }
+}
+
 // isFrameWrite reports a write of journal frames: not of the journal's
 // superblock at offset 0, which a background flush's checkpoint writes
 // whenever it finishes (Flush can return before it).
@@ -528,17 +544,9 @@ func TestRepairManyTypeRewrites(t *testing.T) {
 // link there); a second Repair finishes, and Check is clean.
 func TestRepairContextStops(t *testing.T) {
 	mem := vfs.NewMem()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var armed atomic.Bool
-	fsys := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
-		if armed.Load() && isFrameWrite(op) {
-			cancel()
-		}
-		return nil
-	}))
+	fsys, ctx, arm := cancelOnFrameWrite(t, mem)
 	db := openUnnamedFiles(t, fsys)
-	armed.Store(true)
+	arm()
 	ch, err := RepairContext(ctx, db)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("repair: %v, want the cancellation", err)
@@ -609,15 +617,7 @@ func checkLinks(t *testing.T, db *lsm.DB, reported map[uint64]bool) (missing, un
 // exactly the removals on disk. It returned none of them (review).
 func TestRepairContextStopsWhileReading(t *testing.T) {
 	mem := vfs.NewMem()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var armed atomic.Bool
-	fsys := vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
-		if armed.Load() && isFrameWrite(op) {
-			cancel()
-		}
-		return nil
-	}))
+	fsys, ctx, arm := cancelOnFrameWrite(t, mem)
 	db := openUnnamedFiles(t, fsys)
 	const missing = 1 << 40 // inode numbers no inode has
 	b := lsm.NewBatch()
@@ -633,7 +633,7 @@ func TestRepairContextStopsWhileReading(t *testing.T) {
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	armed.Store(true)
+	arm()
 	ch, err := RepairContext(ctx, db)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("repair: %v, want the cancellation", err)
