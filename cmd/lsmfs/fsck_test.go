@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -9,6 +11,77 @@ import (
 
 	"github.com/lsmfs/lsmfs/lsm"
 )
+
+// Keys and values by the on-disk format (fs/keys.go, fs/values.go), to
+// damage a filesystem through the engine.
+func u64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+
+func dentryKey(parent uint64, name string) []byte { return append(u64([]byte{'D'}, parent), name...) }
+
+func dentryVal(ino uint64, typ byte) []byte { return append(u64([]byte{1}, ino), typ) }
+
+func inodeVal(mode, nlink uint32, size uint64) []byte {
+	v := []byte{1}
+	for _, x := range []uint32{mode, 0, 0, nlink, 0, 0} {
+		v = binary.BigEndian.AppendUint32(v, x)
+	}
+	for _, x := range []uint64{size, 0, 0, 1, 1, 1, 1} {
+		v = u64(v, x)
+	}
+	return binary.BigEndian.AppendUint32(v, 0)
+}
+
+// TestFsckRepairInterrupted: a signal during fsck --repair (here its
+// context, canceled once the first check has printed its report) stops the
+// repair: exit 32 and the advice to run it again, with the engine closed
+// cleanly; fsck --repair then repairs everything and fsck is clean.
+func TestFsckRepairInterrupted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if _, stderr, err := runArgs("mkfs", "--journal-size", "8M", dir); err != nil {
+		t.Fatalf("mkfs: %v: %s", err, stderr)
+	}
+	db, err := lsm.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := lsm.NewBatch()
+	for i := uint64(100); i < 20_100; i++ { // unnamed files
+		b.Set(u64([]byte{'I'}, i), inodeVal(0o100644, 1, 0))
+	}
+	if err := db.Apply(b, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout := cancelOnWrite{cancel: cancel}
+	var stderr bytes.Buffer
+	err = run(ctx, []string{"lsmfs", "fsck", "--repair", dir}, &stdout, &stderr)
+	t.Logf("interrupted fsck --repair: %v\n%s", err, stdout.String())
+	if exitCode(err) != exitFsckCancelled || !strings.Contains(err.Error(), "run lsmfs fsck --repair again") {
+		t.Fatalf("fsck --repair, interrupted: exit %d (%v), want 32 and the advice", exitCode(err), err)
+	}
+	out, _, err := runArgs("fsck", "--repair", dir)
+	if exitCode(err) != exitFsckFixed || !strings.Contains(out, "linked unreachable inode 20099") {
+		t.Fatalf("fsck --repair after the interruption: exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+	if out, _, err := runArgs("fsck", dir); err != nil {
+		t.Fatalf("fsck after the repair: %v\n%s", err, out)
+	}
+}
+
+// cancelOnWrite is a writer that cancels at its first write.
+type cancelOnWrite struct {
+	bytes.Buffer
+	cancel func()
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.Buffer.Write(p)
+}
 
 // TestFsckRepair damages the keyspace of a data directory (an entry naming
 // a missing inode, an orphan key of a missing inode, an unreachable file)
@@ -22,20 +95,6 @@ func TestFsckRepair(t *testing.T) {
 	db, err := lsm.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	// Keys by the on-disk format (fs/keys.go, fs/values.go).
-	u64 := func(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
-	dentryKey := func(parent uint64, name string) []byte { return append(u64([]byte{'D'}, parent), name...) }
-	dentryVal := func(ino uint64, typ byte) []byte { return append(u64([]byte{1}, ino), typ) }
-	inodeVal := func(mode, nlink uint32, size uint64) []byte {
-		v := []byte{1}
-		for _, x := range []uint32{mode, 0, 0, nlink, 0, 0} {
-			v = binary.BigEndian.AppendUint32(v, x)
-		}
-		for _, x := range []uint64{size, 0, 0, 1, 1, 1, 1} {
-			v = u64(v, x)
-		}
-		return binary.BigEndian.AppendUint32(v, 0)
 	}
 	b := lsm.NewBatch()
 	b.Set(dentryKey(1, "dangling"), dentryVal(777, 8))
