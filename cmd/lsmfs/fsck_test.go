@@ -31,11 +31,10 @@ func inodeVal(mode, nlink uint32, size uint64) []byte {
 	return binary.BigEndian.AppendUint32(v, 0)
 }
 
-// TestFsckRepairInterrupted: a signal during fsck --repair (here its
-// context, canceled once the first check has printed its report) stops the
-// repair: exit 32 and the advice to run it again, with the engine closed
-// cleanly; fsck --repair then repairs everything and fsck is clean.
-func TestFsckRepairInterrupted(t *testing.T) {
+// damagedDataDir makes a filesystem with mkfs and writes what damage adds
+// to a batch into its engine.
+func damagedDataDir(t *testing.T, damage func(*lsm.Batch)) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	if _, stderr, err := runArgs("mkfs", "--journal-size", "8M", dir); err != nil {
 		t.Fatalf("mkfs: %v: %s", err, stderr)
@@ -45,20 +44,31 @@ func TestFsckRepairInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := lsm.NewBatch()
-	for i := uint64(100); i < 20_100; i++ { // unnamed files
-		b.Set(u64([]byte{'I'}, i), inodeVal(0o100644, 1, 0))
-	}
+	damage(b)
 	if err := db.Apply(b, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// TestFsckRepairInterrupted: a signal during fsck --repair (here its
+// context, canceled once the first check has printed its report) stops the
+// repair: exit 32 and the advice to run it again, with the engine closed
+// cleanly; fsck --repair then repairs everything and fsck is clean.
+func TestFsckRepairInterrupted(t *testing.T) {
+	dir := damagedDataDir(t, func(b *lsm.Batch) {
+		for i := uint64(100); i < 20_100; i++ { // unnamed files
+			b.Set(u64([]byte{'I'}, i), inodeVal(0o100644, 1, 0))
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stdout := cancelOnWrite{cancel: cancel}
 	var stderr bytes.Buffer
-	err = run(ctx, []string{"lsmfs", "fsck", "--repair", dir}, &stdout, &stderr)
+	err := run(ctx, []string{"lsmfs", "fsck", "--repair", dir}, &stdout, &stderr)
 	t.Logf("interrupted fsck --repair: %v\n%s", err, stdout.String())
 	if exitCode(err) != exitFsckCancelled || !strings.Contains(err.Error(), "run lsmfs fsck --repair again") {
 		t.Fatalf("fsck --repair, interrupted: exit %d (%v), want 32 and the advice", exitCode(err), err)
@@ -88,24 +98,11 @@ func (w *cancelOnWrite) Write(p []byte) (int, error) {
 // and leaves a garbage table: fsck exits 4 and changes nothing; fsck
 // --repair says what it changed and exits 1; fsck then exits 0.
 func TestFsckRepair(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	if _, stderr, err := runArgs("mkfs", "--journal-size", "8M", dir); err != nil {
-		t.Fatalf("mkfs: %v: %s", err, stderr)
-	}
-	db, err := lsm.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := lsm.NewBatch()
-	b.Set(dentryKey(1, "dangling"), dentryVal(777, 8))
-	b.Set(u64([]byte{'O'}, 5151), nil)
-	b.Set(u64([]byte{'I'}, 40), inodeVal(0o100644, 1, 0)) // no name
-	if err := db.Apply(b, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := damagedDataDir(t, func(b *lsm.Batch) {
+		b.Set(dentryKey(1, "dangling"), dentryVal(777, 8))
+		b.Set(u64([]byte{'O'}, 5151), nil)
+		b.Set(u64([]byte{'I'}, 40), inodeVal(0o100644, 1, 0)) // no name
+	})
 	if err := os.WriteFile(filepath.Join(dir, "999999.sst"), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
