@@ -64,6 +64,44 @@ func writeZeros(f *os.File, from, to int64) error {
 	return nil
 }
 
+// iovMax is the most buffers one pwritev(2) takes (IOV_MAX on Linux).
+const iovMax = 1024
+
+// WriteAtv writes bufs back to back at off with pwritev(2) (see
+// VectorWriterAt), resuming after short writes.
+func (f osFile) WriteAtv(bufs [][]byte, off int64) (int, error) {
+	fd := int(f.Fd())
+	total := 0
+	for len(bufs) > 0 {
+		if len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+			continue
+		}
+		n, err := unix.Pwritev(fd, bufs[:min(len(bufs), iovMax)], off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return total, &os.PathError{Op: "pwritev", Path: f.Name(), Err: err}
+		}
+		if n == 0 {
+			return total, &os.PathError{Op: "pwritev", Path: f.Name(), Err: io.ErrShortWrite}
+		}
+		total += n
+		off += int64(n)
+		for n > 0 {
+			k := min(n, len(bufs[0]))
+			n -= k
+			if k == len(bufs[0]) {
+				bufs = bufs[1:]
+			} else {
+				bufs[0] = bufs[0][k:]
+			}
+		}
+	}
+	return total, nil
+}
+
 // StartWriteback asks the kernel to start writing the file's dirty pages in
 // [off, off+n) to the device, without waiting for them (see WriteBacker).
 func (f osFile) StartWriteback(off, n int64) error {

@@ -117,3 +117,41 @@ func resident(t *testing.T, path string, size int) int {
 	}
 	return n
 }
+
+// TestWriteAtv: a vectored write of more buffers than one pwritev(2) takes,
+// empty ones among them, writes what WriteAt of the joined bytes would, on
+// an OS file and (joined) on an in-memory one.
+func TestWriteAtv(t *testing.T) {
+	var bufs [][]byte
+	var want []byte
+	for i := range 3000 {
+		b := bytes.Repeat([]byte{byte(i)}, i%7*100)
+		bufs = append(bufs, b)
+		want = append(want, b...)
+	}
+	osf, err := vfs.Default.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osf.Close()
+	if _, ok := osf.(vfs.VectorWriterAt); !ok {
+		t.Fatal("an OS file is not a vfs.VectorWriterAt")
+	}
+	memf, err := vfs.NewMem().Create("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []vfs.File{osf, memf} {
+		n, err := vfs.WriteAtv(f, append([][]byte(nil), bufs...), 100)
+		if err != nil || n != len(want) {
+			t.Fatalf("%T: WriteAtv: %d, %v; want %d", f, n, err, len(want))
+		}
+		got := make([]byte, len(want)+100)
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[100:], want) || !bytes.Equal(got[:100], make([]byte, 100)) {
+			t.Fatalf("%T: the file differs from the joined buffers", f)
+		}
+	}
+}

@@ -36,6 +36,33 @@ type WriteBacker interface {
 	StartWriteback(off, n int64) error
 }
 
+// VectorWriterAt is a File that writes several buffers at an offset in one
+// call (pwritev(2)), as WriteAt would write them joined, without the
+// caller copying them together first. It may change bufs' elements (the
+// slices, never the bytes they hold).
+type VectorWriterAt interface {
+	WriteAtv(bufs [][]byte, off int64) (int, error)
+}
+
+// WriteAtv writes bufs back to back at off of f: with one vectored write
+// where f is a VectorWriterAt, else joined into one WriteAt (so a file that
+// injects faults or records writes sees one write, as before). It returns
+// the bytes written; short of all of them, an error.
+func WriteAtv(f File, bufs [][]byte, off int64) (int, error) {
+	if vw, ok := f.(VectorWriterAt); ok {
+		return vw.WriteAtv(bufs, off)
+	}
+	var n int
+	for _, b := range bufs {
+		n += len(b)
+	}
+	joined := make([]byte, 0, n)
+	for _, b := range bufs {
+		joined = append(joined, b...)
+	}
+	return f.WriteAt(joined, off)
+}
+
 // CacheDropper is a File whose cached pages of a range can be let go
 // (posix_fadvise(2) with POSIX_FADV_DONTNEED): a reader that has handed the
 // data on to a cache of its own, or to the kernel's page cache of a FUSE

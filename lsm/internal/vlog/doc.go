@@ -28,6 +28,12 @@
 // of DropRunMin bytes or more it lets the operating system drop the
 // segment's cached pages of the run (the reader of a stream caches it).
 //
+// Writes: Append buffers a record's header and key, and a value of more than
+// 512 bytes by reference (the caller keeps it unchanged until Flush or
+// Discard returns); Flush writes the buffer and the values with one
+// vectored write (pwritev), so file data is copied once, by the kernel,
+// on its way into the segment.
+//
 // Concurrency: a Writer has one user at a time (the engine's commit path);
 // reads (Read, ReadRun) and scans use ReadAt and run concurrently with it.
 package vlog

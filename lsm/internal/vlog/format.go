@@ -92,6 +92,16 @@ func segmentHeader(n uint64) []byte {
 // the appended bytes.
 func appendRecord(dst, key, value []byte) ([]byte, int, uint32) {
 	start := len(dst)
+	dst, vcrc := appendRecordHeader(dst, key, value)
+	voff := len(dst) - start
+	dst = append(dst, value...)
+	return dst, voff, vcrc
+}
+
+// appendRecordHeader appends the header and key of value's record (the
+// bytes before the value) and returns the value's CRC.
+func appendRecordHeader(dst, key, value []byte) ([]byte, uint32) {
+	start := len(dst)
 	vcrc := crc32.Checksum(value, castagnoli)
 	dst = append(dst, 0, 0, 0, 0)
 	dst = binary.LittleEndian.AppendUint32(dst, vcrc)
@@ -100,9 +110,7 @@ func appendRecord(dst, key, value []byte) ([]byte, int, uint32) {
 	dst = append(dst, key...)
 	hcrc := crc32.Checksum(dst[start+4:], castagnoli)
 	binary.LittleEndian.PutUint32(dst[start:], hcrc)
-	voff := len(dst) - start
-	dst = append(dst, value...)
-	return dst, voff, vcrc
+	return dst, vcrc
 }
 
 // recordHeader is a decoded record header.

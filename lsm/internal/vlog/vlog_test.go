@@ -16,24 +16,37 @@ import (
 )
 
 func newTestWriter(t testing.TB, fs vfs.FS, maxSize int64) (*Writer, map[uint64]int64) {
+	return newTestWriterIn(t, fs, "/d", maxSize)
+}
+
+func newTestWriterIn(t testing.TB, fs vfs.FS, dir string, maxSize int64) (*Writer, map[uint64]int64) {
 	next := uint64(10)
 	sealed := map[uint64]int64{}
-	if err := fs.MkdirAll("/d"); err != nil {
+	if err := fs.MkdirAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWriter(fs, "/d", maxSize, func() uint64 { next++; return next }, func(s uint64, n int64, _ KeyRange) { sealed[s] = n })
+	w, err := NewWriter(fs, dir, maxSize, func() uint64 { next++; return next }, func(s uint64, n int64, _ KeyRange) { sealed[s] = n })
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w, sealed
 }
 
+// TestWriteReadScan: records appended with values of every size (copied
+// into the writer's buffer or written from where they are) read back and
+// scan in order, in the in-memory filesystem (one joined write per flush)
+// and the OS's (vectored writes; a flush of more buffers than one
+// pwritev takes).
 func TestWriteReadScan(t *testing.T) {
-	fs := vfs.NewMem()
-	w, sealed := newTestWriter(t, fs, 64<<10)
+	t.Run("mem", func(t *testing.T) { testWriteReadScan(t, vfs.NewMem(), "/d") })
+	t.Run("os", func(t *testing.T) { testWriteReadScan(t, vfs.Default, t.TempDir()) })
+}
+
+func testWriteReadScan(t *testing.T, fs vfs.FS, dir string) {
+	w, sealed := newTestWriterIn(t, fs, dir, 1<<20)
 	cache, _ := blockcache.New(1 << 20)
 	defer cache.Close()
-	r := NewReader(fs, "/d", cache, 0)
+	r := NewReader(fs, dir, cache, 0)
 	defer r.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	type kv struct {
@@ -41,9 +54,13 @@ func TestWriteReadScan(t *testing.T) {
 		p    Pointer
 	}
 	var all []kv
-	for i := 0; i < 500; i++ {
+	for i := 0; i < 3000; i++ {
 		k := []byte(fmt.Sprintf("key-%d", i))
-		v := make([]byte, rng.IntN(5000))
+		size := rng.IntN(5000)
+		if i >= 1000 && i < 2200 {
+			size = copyValueMax + 1 + rng.IntN(64) // one flush of 2,400 buffers
+		}
+		v := make([]byte, size)
 		for j := range v {
 			v[j] = byte(rng.Uint32())
 		}
@@ -52,7 +69,7 @@ func TestWriteReadScan(t *testing.T) {
 			t.Fatal(err)
 		}
 		all = append(all, kv{k, v, p})
-		if i%7 == 0 {
+		if i%7 == 0 && (i < 1000 || i >= 2200) {
 			if err := w.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +95,7 @@ func TestWriteReadScan(t *testing.T) {
 	// Scanning every sealed segment yields its records in order.
 	n := 0
 	for seg, size := range sealed {
-		if err := Scan(fs, "/d", seg, size, func(rec Record) error {
+		if err := Scan(fs, dir, seg, size, func(rec Record) error {
 			n++
 			return nil
 		}); err != nil {
@@ -86,7 +103,7 @@ func TestWriteReadScan(t *testing.T) {
 		}
 	}
 	seg, size := w.Active()
-	Scan(fs, "/d", seg, size, func(Record) error { n++; return nil })
+	Scan(fs, dir, seg, size, func(Record) error { n++; return nil })
 	if n != len(all) {
 		t.Fatalf("scanned %d of %d records", n, len(all))
 	}

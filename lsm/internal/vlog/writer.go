@@ -14,8 +14,10 @@ import (
 // Writer appends records to the active segment and rolls to a new one when
 // it passes the segment size. Appended records are buffered until Flush,
 // which writes them to the file (readers then see them); Sync also forces
-// them to stable storage. All methods are safe for concurrent use (the
-// journal's committer calls Sync while the commit path appends).
+// them to stable storage. A large value is not copied: the buffer refers to
+// it, and the caller keeps it unchanged until its Flush (or Discard)
+// returns. All methods are safe for concurrent use (the journal's committer
+// calls Sync while the commit path appends).
 type Writer struct {
 	fs      vfs.FS
 	dir     string
@@ -29,9 +31,15 @@ type Writer struct {
 
 	mu struct {
 		sync.Mutex
-		seg     uint64
-		f       vfs.File
+		seg uint64
+		f   vfs.File
+		// The buffered records: buf holds their bytes but the values of
+		// refs, each of which goes after buf[:at] (in order of at);
+		// pending counts them all.
 		buf     []byte
+		refs    []valueRef
+		pending int64
+		iov     [][]byte // flushLocked's, reused
 		written int64    // bytes in the file
 		keys    KeyRange // of the records appended to the active segment
 		synced  int64
@@ -125,6 +133,18 @@ func (w *Writer) installLocked(seg uint64, f vfs.File) {
 	w.mu.keys = KeyRange{}
 }
 
+// valueRef is a buffered value that the writer refers to instead of
+// copying: it goes after buf[:at].
+type valueRef struct {
+	at int
+	v  []byte
+}
+
+// copyValueMax is the largest value Append copies into its buffer; a larger
+// one is referred to and written from where it is (one copy fewer per byte
+// of file data, which costs more than an iovec).
+const copyValueMax = 512
+
 // writebackEvery is how many written bytes the writer lets pile up in the
 // page cache before it asks the kernel to start writing them back. A
 // segment's Sync at its roll (or before a journal force) then has little
@@ -133,7 +153,9 @@ func (w *Writer) installLocked(seg uint64, f vfs.File) {
 const writebackEvery = 8 << 20
 
 // Append buffers a record and returns its pointer. The value is readable
-// after the next Flush (or Sync).
+// after the next Flush (or Sync). A value of more than copyValueMax bytes
+// is not copied: it must not change until that Flush (or a Discard)
+// returns.
 func (w *Writer) Append(key, value []byte) (Pointer, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -154,15 +176,22 @@ func (w *Writer) Append(key, value []byte) (Pointer, error) {
 		}
 		w.installLocked(seg, f)
 	}
-	if end := w.mu.written + int64(len(w.mu.buf)); end > int64(segHeaderLen) && end+int64(len(key)+len(value)+20) > w.maxSize {
+	if end := w.mu.written + w.mu.pending; end > int64(segHeaderLen) && end+int64(len(key)+len(value)+20) > w.maxSize {
 		if err := w.rollLocked(); err != nil {
 			return Pointer{}, err
 		}
 	}
-	recStart := w.mu.written + int64(len(w.mu.buf)) // absolute offset of the record
-	var voff int
+	recStart := w.mu.written + w.mu.pending // absolute offset of the record
+	n := len(w.mu.buf)
 	var crc uint32
-	w.mu.buf, voff, crc = appendRecord(w.mu.buf, key, value)
+	w.mu.buf, crc = appendRecordHeader(w.mu.buf, key, value)
+	voff := len(w.mu.buf) - n
+	if len(value) <= copyValueMax {
+		w.mu.buf = append(w.mu.buf, value...)
+	} else {
+		w.mu.refs = append(w.mu.refs, valueRef{at: len(w.mu.buf), v: value})
+	}
+	w.mu.pending += int64(voff + len(value))
 	w.mu.keys.Add(key)
 	return Pointer{Segment: w.mu.seg, Offset: uint64(recStart + int64(voff)), Len: uint32(len(value)), CRC: crc}, nil
 }
@@ -199,26 +228,40 @@ func (w *Writer) flushLocked() error {
 	if w.mu.err != nil {
 		return w.mu.err
 	}
-	if len(w.mu.buf) == 0 {
+	if w.mu.pending == 0 {
 		return nil
 	}
-	if _, err := w.mu.f.WriteAt(w.mu.buf, w.mu.written); err != nil {
+	var err error
+	if len(w.mu.refs) == 0 {
+		_, err = w.mu.f.WriteAt(w.mu.buf, w.mu.written)
+	} else {
+		iov, prev := w.mu.iov[:0], 0
+		for _, r := range w.mu.refs {
+			iov = append(iov, w.mu.buf[prev:r.at], r.v)
+			prev = r.at
+		}
+		iov = append(iov, w.mu.buf[prev:])
+		_, err = vfs.WriteAtv(w.mu.f, iov, w.mu.written)
+		clear(iov) // the values are the callers' again
+		w.mu.iov = iov[:0]
+	}
+	if err != nil {
 		err = fmt.Errorf("vlog: write %s at %d: %w", FileName(w.mu.seg), w.mu.written, err)
 		if isNoSpace(err) {
 			// Not sticky: the buffered records are dropped (their
 			// pointers were never used: see Discard) and the segment's
 			// end stays where it was; what a short write left beyond it
 			// is cut off, to give the space back.
-			w.mu.buf = w.mu.buf[:0]
+			w.dropBufferLocked()
 			w.mu.f.Truncate(w.mu.written)
 			return err
 		}
 		w.mu.err = err
 		return w.mu.err
 	}
-	w.mu.written += int64(len(w.mu.buf))
-	w.BytesWritten.Add(uint64(len(w.mu.buf)))
-	w.mu.buf = w.mu.buf[:0]
+	w.mu.written += w.mu.pending
+	w.BytesWritten.Add(uint64(w.mu.pending))
+	w.dropBufferLocked()
 	if n := w.mu.written - w.mu.hinted; n >= writebackEvery {
 		if wb, ok := w.mu.f.(vfs.WriteBacker); ok {
 			wb.StartWriteback(w.mu.hinted, n) // a hint: its failure changes nothing
@@ -226,6 +269,15 @@ func (w *Writer) flushLocked() error {
 		w.mu.hinted = w.mu.written
 	}
 	return nil
+}
+
+// dropBufferLocked empties the buffer, letting go of the values it
+// refers to.
+func (w *Writer) dropBufferLocked() {
+	w.mu.buf = w.mu.buf[:0]
+	clear(w.mu.refs)
+	w.mu.refs = w.mu.refs[:0]
+	w.mu.pending = 0
 }
 
 func (w *Writer) syncLocked() error {
@@ -283,7 +335,7 @@ func (w *Writer) SyncWritten() error {
 func (w *Writer) Discard() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.mu.buf = w.mu.buf[:0]
+	w.dropBufferLocked()
 }
 
 // Failed reports whether the writer has a sticky error.
@@ -297,7 +349,7 @@ func (w *Writer) Failed() bool {
 func (w *Writer) Active() (uint64, int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.mu.seg, w.mu.written + int64(len(w.mu.buf))
+	return w.mu.seg, w.mu.written + w.mu.pending
 }
 
 // Close syncs and closes the active segment, which is then sealed.
