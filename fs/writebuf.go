@@ -25,6 +25,8 @@ import (
 // by the inode's shard lock. Invariant: while the buffer is dirty no other
 // operation changes the inode's size or blocks — truncate, fallocate, hole
 // punching, copy_file_range into it and SEEK_DATA/SEEK_HOLE flush it first.
+// A write that is flushed as soon as it is buffered lends its whole blocks
+// (borrowed: the request's bytes, not a copy); they never outlive the write.
 type writeBuffer struct {
 	blocks   map[uint64]*dirtyBlock
 	bytes    int    // memory held by blocks (whole block buffers)
@@ -48,6 +50,10 @@ type dirtyBlock struct {
 	// is still to be merged under them.
 	needBase bool
 	spans    []span // written ranges of data when needBase, sorted, disjoint
+	// borrowed: data is the writer's (a WRITE request's bytes), not a
+	// pooled block buffer; the write flushes or discards the block before
+	// it returns (writeLocked).
+	borrowed bool
 }
 
 // span is a byte range [lo, hi) within a block.
@@ -130,6 +136,22 @@ func (f *FS) putBlockBuf(b []byte) {
 	}
 }
 
+// dropBlock lets go of a buffered block's memory: a pooled buffer goes back
+// to the pool, a borrowed one to its writer.
+func (f *FS) dropBlock(db *dirtyBlock) {
+	if !db.borrowed {
+		f.putBlockBuf(db.data)
+	}
+	db.data = nil
+}
+
+// writeThroughMin is the size from which a write to a clean buffer is
+// flushed at once instead of waiting for more: its blocks then go to the
+// engine from the request's bytes, without a copy into the buffer (what a
+// large write gains from buffering, fewer and larger batches, it already
+// has).
+const writeThroughMin = 1 << 20
+
 // openInodeRecord reads the record of an open inode. An open inode always
 // has one (an unlinked one is an orphan until its last release): its
 // absence is a bug or damage, logged as such.
@@ -150,8 +172,10 @@ func (f *FS) openInodeRecord(ino uint64) (inode, error) {
 // past WriteBufferTotal), or any earlier buffer before a synchronous
 // write, is flushed first; a flush after
 // buffering (sync, or a write larger than the buffer) then holds only this
-// write's bytes, and its failure discards them. oi's lock is held
-// exclusively.
+// write's bytes, and its failure discards them. A write that is flushed at
+// once to a buffer it found clean (synchronous, of writeThroughMin bytes
+// or more, or filling the buffer alone) lends its whole blocks to the
+// buffer instead of copying them. oi's lock is held exclusively.
 func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bool) error {
 	var total uint64
 	for _, d := range data {
@@ -166,10 +190,11 @@ func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bo
 			return err
 		}
 	}
-	if err := f.bufferWrite(oi, off, data, kill); err != nil {
+	lend := !wb.dirty() && (sync || total >= writeThroughMin || f.overBuffers(wb, f.newBlockBytes(wb, off, total)))
+	if err := f.bufferWrite(oi, off, data, kill, lend); err != nil {
 		return err
 	}
-	if sync || f.overBuffers(wb, 0) {
+	if lend || sync || f.overBuffers(wb, 0) {
 		if err := f.flushLocked(oi, sync); err != nil {
 			f.discard(wb)
 			return err
@@ -201,8 +226,10 @@ func (f *FS) newBlockBytes(wb *writeBuffer, off, n uint64) int {
 // into its write buffer. Everything that can fail (reading the inode, or
 // the stored bytes of a block whose spans are at maxSpans) happens before
 // the first byte is copied: on error the buffer holds the same bytes as
-// before. oi's lock is held exclusively.
-func (f *FS) bufferWrite(oi *openInode, off uint64, data [][]byte, kill bool) error {
+// before. With lend (the caller flushes or discards the buffer before data
+// changes) the blocks data holds whole are not copied but borrowed. oi's
+// lock is held exclusively.
+func (f *FS) bufferWrite(oi *openInode, off uint64, data [][]byte, kill, lend bool) error {
 	wb := &oi.wb
 	if !wb.dirty() {
 		n, err := f.openInodeRecord(oi.ino)
@@ -235,9 +262,13 @@ func (f *FS) bufferWrite(oi *openInode, off uint64, data [][]byte, kill bool) er
 	if err := f.resolveBases(oi.ino, full, fullIdx); err != nil {
 		return err
 	}
+	lendEnd := uint64(0) // copyIn's: no lending
+	if lend {
+		lendEnd = end
+	}
 	pos := off
 	for _, d := range data {
-		f.copyIn(wb, pos, d)
+		f.copyIn(wb, pos, d, lendEnd)
 		pos += uint64(len(d))
 	}
 	wb.size = max(wb.size, end)
@@ -252,14 +283,25 @@ func (f *FS) bufferWrite(oi *openInode, off uint64, data [][]byte, kill bool) er
 	return nil
 }
 
-// copyIn copies data to offset off into wb's blocks; it cannot fail.
-func (f *FS) copyIn(wb *writeBuffer, off uint64, data []byte) {
+// copyIn copies data to offset off into wb's blocks; it cannot fail. With
+// lendEnd, the end of a write that lends its blocks (bufferWrite), a block
+// not buffered yet that data holds whole takes data's bytes as they are,
+// and so does a new block (past the committed size) that the write ends in.
+func (f *FS) copyIn(wb *writeBuffer, off uint64, data []byte, lendEnd uint64) {
 	bs := uint64(f.bs)
 	end := off + uint64(len(data))
 	for pos := off; pos < end; {
 		idx, in := pos/bs, pos%bs
 		n := min(bs-in, end-pos)
 		db := wb.blocks[idx]
+		if db == nil && lendEnd != 0 && in == 0 && (n == bs || pos+n == lendEnd && idx*bs >= wb.baseSize) {
+			v := data[pos-off : pos-off+n : pos-off+n]
+			wb.blocks[idx] = &dirtyBlock{data: v, oldLen: -1, unknownOld: idx*bs < wb.baseSize, borrowed: true}
+			wb.bytes += f.bs
+			f.buffered.Add(int64(f.bs))
+			pos += n
+			continue
+		}
 		if db == nil {
 			db = &dirtyBlock{data: f.getBlockBuf(), oldLen: -1}
 			// A block that may exist: read it at the flush, unless this
@@ -349,7 +391,7 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 			return err
 		}
 		for _, idx := range idxs[start:end] {
-			f.putBlockBuf(wb.blocks[idx].data)
+			f.dropBlock(wb.blocks[idx])
 			delete(wb.blocks, idx)
 			wb.bytes -= f.bs
 			f.buffered.Add(-int64(f.bs))
@@ -437,7 +479,7 @@ func (f *FS) cut(wb *writeBuffer, lo, hi uint64) (kill bool) {
 	bs := uint64(f.bs)
 	for idx, db := range wb.blocks {
 		if start := idx * bs; start >= lo && (start+bs <= hi || hi >= maxFileSize) {
-			f.putBlockBuf(db.data)
+			f.dropBlock(db)
 			delete(wb.blocks, idx)
 			wb.bytes -= f.bs
 			f.buffered.Add(-int64(f.bs))
@@ -454,7 +496,7 @@ func (f *FS) cut(wb *writeBuffer, lo, hi uint64) (kill bool) {
 
 func (f *FS) discard(wb *writeBuffer) {
 	for idx, db := range wb.blocks {
-		f.putBlockBuf(db.data)
+		f.dropBlock(db)
 		delete(wb.blocks, idx)
 	}
 	f.buffered.Add(-int64(wb.bytes))
