@@ -227,9 +227,12 @@ func (d *DB) Apply(b *Batch, sync bool) error {
 	if d.separates(b, sync) {
 		sep, err := d.separateValues(b)
 		if err != nil {
+			// The batch's records in the writer's buffer refer to its
+			// values, which are the caller's again once Apply returns:
+			// they go, whatever the error (no pointer to them was used).
+			d.vlogW.Discard()
 			if isNoSpace(err) && !d.vlogW.Failed() {
 				// Nothing was written: the batch fails alone.
-				d.vlogW.Discard()
 				d.commit.Unlock()
 				d.noteNoSpace(err)
 				return fmt.Errorf("apply batch: %w", noSpace(err))

@@ -251,12 +251,13 @@ func (d *DB) separates(b *Batch, sync bool) bool {
 }
 
 // vlogAppendFailed handles a failed value-log append or flush of the
-// cleaner: an ENOSPC that wrote nothing is ErrNoSpace (the records are
-// dropped); anything else is returned as it is (the caller fails the
-// engine).
+// cleaner: the records buffered are dropped (they refer to values the
+// cleaner lets go, and no pointer to them was used); an ENOSPC that wrote
+// nothing is ErrNoSpace; anything else is returned as it is (the caller
+// fails the engine).
 func (d *DB) vlogAppendFailed(err error) error {
+	d.vlogW.Discard()
 	if isNoSpace(err) && !d.vlogW.Failed() {
-		d.vlogW.Discard()
 		d.noteNoSpace(err)
 		return noSpace(err)
 	}
