@@ -3,10 +3,13 @@ package lsm_test
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/lsmfs/lsmfs/lsm"
+	"github.com/lsmfs/lsmfs/lsm/internal/vlog"
+	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
 // TestSetShared: values given by reference read back like copied ones, with
@@ -169,4 +172,45 @@ func formatOpen(t *testing.T, opts *lsm.Options) (string, *lsm.DB) {
 		t.Fatal(err)
 	}
 	return dir, db
+}
+
+// TestFailedSeparationLeavesNoRecord: a batch whose separation fails
+// midway (a key over the value log's limit after a shared large value)
+// leaves no record of it in the value log. The writer's buffer refers to
+// the batch's values instead of copying them, and they are the caller's
+// again once Apply has returned: a record written later from them would
+// fail its value checksum.
+func TestFailedSeparationLeavesNoRecord(t *testing.T) {
+	opts := &lsm.Options{UUID: [16]byte{7}, ValueThreshold: 64}
+	dir, db := formatOpen(t, opts)
+	val := bytes.Repeat([]byte("v"), 1000)
+	b := lsm.NewBatch()
+	b.SetShared([]byte("a"), val)
+	b.Set(bytes.Repeat([]byte("k"), 1<<16+1), val)
+	if err := db.Apply(b, false); err == nil {
+		t.Fatal("Apply of a batch with a key over the value log's limit succeeded")
+	}
+	clear(val)
+	db.Close() // the engine has failed: its error is expected
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		var seg uint64
+		if _, err := fmt.Sscanf(e.Name(), "%d.vlog", &seg); err != nil || filepath.Ext(e.Name()) != ".vlog" {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		if err := vlog.Scan(vfs.Default, dir, seg, fi.Size(), func(vlog.Record) error { n++; return nil }); err != nil {
+			t.Fatalf("scan %s: %v", e.Name(), err)
+		}
+		if n != 0 {
+			t.Errorf("%s holds %d records of the failed batch", e.Name(), n)
+		}
+	}
 }

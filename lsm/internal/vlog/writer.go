@@ -257,6 +257,7 @@ func (w *Writer) flushLocked() error {
 			return err
 		}
 		w.mu.err = err
+		w.dropBufferLocked() // never written now: let the values go
 		return w.mu.err
 	}
 	w.mu.written += w.mu.pending
