@@ -40,7 +40,7 @@ type writeBuffer struct {
 }
 
 type dirtyBlock struct {
-	data   []byte // the block's full contents; cap is the block size
+	data   []byte // the block's full contents; cap is the block size (not for borrowed)
 	oldLen int    // length of the stored block, -1 if there was none
 	// unknownOld: the block may exist (it starts below the committed
 	// size) and oldLen is not known yet (resolveBases finds it).
@@ -145,11 +145,13 @@ func (f *FS) dropBlock(db *dirtyBlock) {
 	db.data = nil
 }
 
-// writeThroughMin is the size from which a write to a clean buffer is
-// flushed at once instead of waiting for more: its blocks then go to the
-// engine from the request's bytes, without a copy into the buffer (what a
-// large write gains from buffering, fewer and larger batches, it already
-// has).
+// writeThroughMin is the size from which a write to a clean buffer that ends
+// at a block boundary is flushed at once instead of waiting for more: its
+// blocks then go to the engine from the request's bytes, without a copy
+// into the buffer (what a large write gains from buffering, fewer and
+// larger batches, it already has). One that ends inside a block is
+// buffered as before, so that the next write of a stream completes that
+// block in memory instead of storing it twice.
 const writeThroughMin = 1 << 20
 
 // openInodeRecord reads the record of an open inode. An open inode always
@@ -174,7 +176,8 @@ func (f *FS) openInodeRecord(ino uint64) (inode, error) {
 // buffering (sync, or a write larger than the buffer) then holds only this
 // write's bytes, and its failure discards them. A write that is flushed at
 // once to a buffer it found clean (synchronous, of writeThroughMin bytes
-// or more, or filling the buffer alone) lends its whole blocks to the
+// or more up to a block boundary, or filling the buffer alone) lends its
+// whole blocks to the
 // buffer instead of copying them. oi's lock is held exclusively.
 func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bool) error {
 	var total uint64
@@ -190,7 +193,8 @@ func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bo
 			return err
 		}
 	}
-	lend := !wb.dirty() && (sync || total >= writeThroughMin || f.overBuffers(wb, f.newBlockBytes(wb, off, total)))
+	through := total >= writeThroughMin && (off+total)%uint64(f.bs) == 0
+	lend := !wb.dirty() && (sync || through || f.overBuffers(wb, f.newBlockBytes(wb, off, total)))
 	if err := f.bufferWrite(oi, off, data, kill, lend); err != nil {
 		return err
 	}
