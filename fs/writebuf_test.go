@@ -79,13 +79,7 @@ func TestPartialBlockWrites(t *testing.T) {
 	}
 	e.release(ino, fh)
 	e.check()
-	e.remount()
-	fh = e.mustOpen(ino, 0)
-	if got := e.mustRead(ino, fh, 0, len(model)+1); !bytes.Equal(got, model) {
-		t.Fatalf("seed %d: the file differs from the model after a remount", seed)
-	}
-	e.release(ino, fh)
-	e.check()
+	e.remountMatches(t, seed, ino, model)
 }
 
 // writev writes data, in pieces, as one WRITE request.
@@ -171,13 +165,7 @@ func TestLentWrites(t *testing.T) {
 	e.release(ino, sfh)
 	e.release(ino, fh)
 	e.check()
-	e.remount()
-	fh = e.mustOpen(ino, 0)
-	if got := e.mustRead(ino, fh, 0, len(model)+1); !bytes.Equal(got, model) {
-		t.Fatalf("seed %d: the file differs from the model after a remount", seed)
-	}
-	e.release(ino, fh)
-	e.check()
+	e.remountMatches(t, seed, ino, model)
 }
 
 // TestFailedLentWrite: a lent write that fails (no space) leaves the file as
@@ -218,5 +206,18 @@ func TestFailedLentWrite(t *testing.T) {
 	if got := e.mustRead(ino, fh, 0, 8*bs); !bytes.Equal(got, want) {
 		t.Fatalf("read after fsync: %d bytes, differs", len(got))
 	}
+	e.check()
+}
+
+// remountMatches remounts and checks that file ino reads as model and that
+// Check is clean.
+func (e *env) remountMatches(t *testing.T, seed, ino uint64, model []byte) {
+	t.Helper()
+	e.remount()
+	fh := e.mustOpen(ino, 0)
+	if got := e.mustRead(ino, fh, 0, len(model)+1); !bytes.Equal(got, model) {
+		t.Fatalf("seed %d: the file differs from the model after a remount", seed)
+	}
+	e.release(ino, fh)
 	e.check()
 }
