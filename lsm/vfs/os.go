@@ -71,21 +71,35 @@ const iovMax = 1024
 // VectorWriterAt), resuming after short writes.
 func (f osFile) WriteAtv(bufs [][]byte, off int64) (int, error) {
 	fd := int(f.Fd())
+	total, err := writevAll(bufs, off, func(b [][]byte, off int64) (int, error) {
+		return unix.Pwritev(fd, b, off)
+	})
+	if err != nil {
+		return total, &os.PathError{Op: "pwritev", Path: f.Name(), Err: err}
+	}
+	return total, nil
+}
+
+// writevAll writes bufs back to back at off with pwritev, at most iovMax
+// buffers a call, until all are written or it fails: a short write
+// resumes where it stopped, EINTR retries, and a write of nothing is
+// io.ErrShortWrite. It returns the bytes written.
+func writevAll(bufs [][]byte, off int64, pwritev func([][]byte, int64) (int, error)) (int, error) {
 	total := 0
 	for len(bufs) > 0 {
 		if len(bufs[0]) == 0 {
 			bufs = bufs[1:]
 			continue
 		}
-		n, err := unix.Pwritev(fd, bufs[:min(len(bufs), iovMax)], off)
+		n, err := pwritev(bufs[:min(len(bufs), iovMax)], off)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return total, &os.PathError{Op: "pwritev", Path: f.Name(), Err: err}
+			return total, err
 		}
-		if n == 0 {
-			return total, &os.PathError{Op: "pwritev", Path: f.Name(), Err: io.ErrShortWrite}
+		if n <= 0 {
+			return total, io.ErrShortWrite
 		}
 		total += n
 		off += int64(n)
