@@ -177,8 +177,8 @@ func (f *FS) openInodeRecord(ino uint64) (inode, error) {
 // write's bytes, and its failure discards them. A write that is flushed at
 // once to a buffer it found clean (synchronous, of writeThroughMin bytes
 // or more up to a block boundary, or filling the buffer alone) lends its
-// whole blocks to the
-// buffer instead of copying them. oi's lock is held exclusively.
+// whole blocks to the buffer instead of copying them. oi's lock is held
+// exclusively.
 func (f *FS) writeLocked(oi *openInode, off uint64, data [][]byte, kill, sync bool) error {
 	var total uint64
 	for _, d := range data {
