@@ -4,7 +4,12 @@
 //
 // Two implementations ship with the package:
 //
-//   - Default, the operating system (os.File, fsync, fdatasync, flock).
+//   - Default, the operating system (os.File, fsync, fdatasync, flock). Its
+//     files also offer optional interfaces the engine checks for: vectored
+//     writes (VectorWriterAt), writeback and page-cache hints (WriteBacker,
+//     CacheDropper) and, for files opened for reading, reads around the
+//     page cache (DirectReader: a second descriptor with O_DIRECT, opened
+//     at the first such read and closed with the file).
 //   - MemFS, an in-memory filesystem with strict durability: file contents become
 //     durable only at File.Sync, and directory entries (create, rename, remove) only
 //     at FS.SyncDir of their directory. CrashClone returns the state a machine would

@@ -144,7 +144,7 @@ func (osFS) Open(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return readFile{osFile{f}, &directFD{}}, nil
 }
 
 func (osFS) OpenReadWrite(name string) (File, error) {

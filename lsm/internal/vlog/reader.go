@@ -208,23 +208,60 @@ func Adjacent(first, p, q Pointer) bool {
 		q.Offset+uint64(q.Len)-first.Offset <= MaxRun
 }
 
-// DropRunMin is the smallest run after whose read ReadRun lets the
-// operating system drop the segment's cached pages of it. A run that long
-// is a stream of file data, and its reader keeps what it wants of it (the
-// kernel's page cache of a FUSE file holds what a cached handle reads;
-// O_DIRECT readers asked for no cache). A second copy in the page cache of
-// the segment file only doubles the memory a stream takes and pushes out
-// pages that serve other reads; on a virtual machine that hands free memory
-// back to its host, the stream also faults in fresh pages for it. Shorter
-// runs (small files, random reads) keep the page cache: the pages around
-// them hold their neighbours.
+// DropRunMin is the smallest run that ReadRun reads around the page cache
+// (or, if the cache already holds it, drops from the cache after reading
+// it). A run that long is a stream of file data, and its reader keeps what
+// it wants of it (the kernel's page cache of a FUSE file holds what a cached
+// handle reads; O_DIRECT readers asked for no cache). A second copy in the
+// page cache of the segment file only doubles the memory a stream takes, and
+// pushes out pages that serve other reads; on a virtual machine that hands
+// free memory back to its host, the stream also faults in fresh pages for
+// it. Shorter runs (small files, random reads) keep the page cache: the
+// pages around them hold their neighbours.
 const DropRunMin = 128 << 10
 
 // maxRecordGap is the most bytes ReadRun reads between two values of a run
 // (a record's header and key; keys of block records are short).
 const maxRecordGap = 256
 
-var runBufs = sync.Pool{New: func() any { return new([]byte) }}
+var runBufs = sync.Pool{New: func() any {
+	b := vfs.AlignedBuffer(MaxRun + 2*vfs.DirectAlign)
+	return &b
+}}
+
+// readRun reads the n bytes at off of f into buf (grown if short of room)
+// and returns them, with the count read and ReadAt's error. A run of
+// DropRunMin or more that the page cache does not already hold is read
+// around it (vfs.DirectReader) where f allows: a stream's reader keeps what
+// it wants itself, and a cached copy would only be dropped again. A run read
+// through the page cache is dropped from it after. buf's start must be
+// aligned to vfs.DirectAlign.
+func readRun(f vfs.File, buf []byte, off int64, n int) ([]byte, int, error) {
+	if dr, ok := f.(vfs.DirectReader); ok && n >= DropRunMin && !dr.Cached(off, int64(n)) {
+		const a = vfs.DirectAlign
+		lo := off &^ (a - 1)
+		hi := (off + int64(n) + a - 1) &^ (a - 1)
+		if int64(cap(buf)) < hi-lo {
+			buf = vfs.AlignedBuffer(int(hi - lo))
+		}
+		k, err := dr.ReadAtDirect(buf[:hi-lo], lo)
+		if !errors.Is(err, vfs.ErrNoDirect) {
+			skip := int(off - lo)
+			return buf[skip : skip+n], min(max(k-skip, 0), n), err
+		}
+	}
+	if cap(buf) < n {
+		buf = vfs.AlignedBuffer(n)
+	}
+	b := buf[:n]
+	k, err := f.ReadAt(b, off)
+	if k == n && n >= DropRunMin {
+		if d, ok := f.(vfs.CacheDropper); ok {
+			d.DropCache(off, int64(n)) // advice: its failure changes nothing
+		}
+	}
+	return b, k, err
+}
 
 // ReadRun reads the values of ps, pointers that Adjacent chained, with one
 // read of the segment file, and calls fn with each in order; v is valid
@@ -249,15 +286,9 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	bp := runBufs.Get().(*[]byte)
 	defer runBufs.Put(bp)
 	n := int(last.Offset + uint64(last.Len) - first.Offset)
-	if cap(*bp) < n {
-		*bp = make([]byte, n)
-	}
-	b := (*bp)[:n]
-	k, err := f.ReadAt(b, int64(first.Offset))
-	if k == n && n >= DropRunMin {
-		if d, ok := f.(vfs.CacheDropper); ok {
-			d.DropCache(int64(first.Offset), int64(n)) // advice: its failure changes nothing
-		}
+	b, k, err := readRun(f, *bp, int64(first.Offset), n)
+	if cap(b) > cap(*bp) {
+		*bp = b[:0]
 	}
 	release()
 	if k < n {

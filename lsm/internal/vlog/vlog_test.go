@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -544,3 +545,134 @@ func (d *dropRecorder) calls() [][2]int64 {
 	defer d.mu.Unlock()
 	return append([][2]int64(nil), d.drops...)
 }
+
+// TestReadRunDirect: long runs of an OS segment that the page cache does not
+// hold are read around it, from any offset (the read is widened to aligned
+// blocks and the run cut out of it), up to a segment that ends with the
+// run's last value; a run the cache holds is read through it. A run past
+// the segment's end and a damaged value are ErrCorrupt, and a damaged value
+// written through the page cache is seen (the kernel writes dirty pages back
+// before a direct read).
+func TestReadRunDirect(t *testing.T) {
+	dir := t.TempDir()
+	dfs := &directRecorder{FS: vfs.Default}
+	w, _ := newTestWriterIn(t, dfs, dir, 64<<20)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var ps []Pointer
+	var vals [][]byte
+	for i := range 400 {
+		v := make([]byte, 3000+rng.IntN(6000))
+		for j := range v {
+			v[j] = byte(rng.Uint32())
+		}
+		p, err := w.Append([]byte(fmt.Sprint(i)), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, vals = append(ps, p), append(vals, v)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// The segment ends where its last value does.
+	seg, size := w.Active()
+	path := vfs.Join(dir, FileName(seg))
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(dfs, dir, nil, 0)
+	defer r.Close()
+	read := func(from, to int) error {
+		return first(r.ReadRun(ps[from:to], func(i int, v []byte) error {
+			if !bytes.Equal(v, vals[from+i]) {
+				return fmt.Errorf("value %d of run [%d, %d) differs", i, from, to)
+			}
+			return nil
+		}))
+	}
+	span := func(from, to int) uint64 { return ps[to-1].Offset + uint64(ps[to-1].Len) - ps[from].Offset }
+	runs := [][2]int{{0, 40}, {len(ps) - 30, len(ps)}}
+	for len(runs) < 60 {
+		from := rng.IntN(len(ps) - 20)
+		to := from + 20 + rng.IntN(min(len(ps)-from-20, 100)+1)
+		if to <= len(ps) && span(from, to) >= DropRunMin && span(from, to) <= MaxRun {
+			runs = append(runs, [2]int{from, to})
+		}
+	}
+	for _, run := range runs {
+		if err := read(run[0], run[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := dfs.direct.Load(); got != int64(len(runs)) {
+		t.Fatalf("%d direct reads for %d runs", got, len(runs))
+	}
+	// A run the page cache holds is read through it.
+	dfs.cached.Store(true)
+	if err := read(10, 60); err != nil {
+		t.Fatal(err)
+	}
+	if got := dfs.direct.Load(); got != int64(len(runs)) {
+		t.Fatalf("a cached run was read around the cache")
+	}
+	dfs.cached.Store(false)
+	// A run whose last value would end 5 bytes past the segment's end, from
+	// a start that the aligned read reaches from more than 5 bytes before.
+	from := len(ps) - 30
+	for ps[from].Offset%vfs.DirectAlign < 16 {
+		from--
+	}
+	beyond := append([]Pointer(nil), ps[from:]...)
+	beyond[len(beyond)-1].Len += 5
+	bad, err := r.ReadRun(beyond, func(int, []byte) error { return nil })
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "past the end") || bad != len(beyond)-1 {
+		t.Fatalf("run past the end: bad %d, %v; want %d, ErrCorrupt past the end", bad, err, len(beyond)-1)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{^vals[25][7]}, int64(ps[25].Offset)+7); err != nil {
+		t.Fatal(err)
+	}
+	bad, err = r.ReadRun(ps[0:40], func(int, []byte) error { return nil })
+	if !errors.Is(err, ErrCorrupt) || bad != 25 {
+		t.Fatalf("damaged value: bad %d, %v; want 25, ErrCorrupt", bad, err)
+	}
+}
+
+func first(_ int, err error) error { return err }
+
+// directRecorder is an FS whose opened files count their direct reads and
+// report the page cache as holding a range when cached is set.
+type directRecorder struct {
+	vfs.FS
+	direct atomic.Int64
+	cached atomic.Bool
+}
+
+type directFile struct {
+	vfs.File
+	d *directRecorder
+}
+
+func (d *directRecorder) Open(name string) (vfs.File, error) {
+	f, err := d.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := f.(vfs.DirectReader); !ok {
+		return nil, fmt.Errorf("%s: not a vfs.DirectReader", name)
+	}
+	return directFile{f, d}, nil
+}
+
+func (f directFile) Cached(off, n int64) bool { return f.d.cached.Load() }
+
+func (f directFile) ReadAtDirect(p []byte, off int64) (int, error) {
+	f.d.direct.Add(1)
+	return f.File.(vfs.DirectReader).ReadAtDirect(p, off)
+}
+
+func (f directFile) DropCache(off, n int64) error { return f.File.(vfs.CacheDropper).DropCache(off, n) }
