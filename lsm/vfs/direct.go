@@ -70,10 +70,23 @@ type directFD struct {
 	refused atomic.Bool
 }
 
+// noCachestat is set once cachestat(2) is found missing (Linux before 6.5)
+// or refused (a seccomp filter): Cached then reports false without asking.
+var noCachestat atomic.Bool
+
+// Cached asks cachestat(2). Where it is missing it reports false: every long
+// run is then read around the cache, a run just written too (the kernel
+// writes its dirty pages back first).
 func (f readFile) Cached(off, n int64) bool {
+	if noCachestat.Load() {
+		return false
+	}
 	var st unix.Cachestat_t
 	r := unix.CachestatRange{Off: uint64(off), Len: uint64(n)}
 	if err := unix.Cachestat(uint(f.Fd()), &r, &st, 0); err != nil {
+		if err == unix.ENOSYS || err == unix.EPERM {
+			noCachestat.Store(true)
+		}
 		return false
 	}
 	pages := (uint64(off+n) + uint64(os.Getpagesize()) - 1) / uint64(os.Getpagesize())

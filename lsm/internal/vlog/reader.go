@@ -224,36 +224,35 @@ const DropRunMin = 128 << 10
 // (a record's header and key; keys of block records are short).
 const maxRecordGap = 256
 
-var runBufs = sync.Pool{New: func() any {
-	b := vfs.AlignedBuffer(MaxRun + 2*vfs.DirectAlign)
-	return &b
-}}
+// runBufs holds ReadRun's buffers, each aligned to vfs.DirectAlign.
+var runBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// readRun reads the n bytes at off of f into buf (grown if short of room)
-// and returns them, with the count read and ReadAt's error. A run of
-// DropRunMin or more that the page cache does not already hold is read
-// around it (vfs.DirectReader) where f allows: a stream's reader keeps what
-// it wants itself, and a cached copy would only be dropped again. A run read
-// through the page cache is dropped from it after. buf's start must be
-// aligned to vfs.DirectAlign.
-func readRun(f vfs.File, buf []byte, off int64, n int) ([]byte, int, error) {
+// readRun reads the n bytes at off of f into *bp, a buffer aligned to
+// vfs.DirectAlign (replaced by a larger one if short of room), and returns
+// them, with the count read and ReadAt's error. A run of DropRunMin or more
+// that the page cache does not already hold is read around it
+// (vfs.DirectReader) where f allows: a stream's reader keeps what it wants
+// itself, and a cached copy would only be dropped again. A run read through
+// the page cache is dropped from it after.
+func readRun(f vfs.File, bp *[]byte, off int64, n int) ([]byte, int, error) {
+	grow := func(size int) []byte {
+		if cap(*bp) < size {
+			*bp = vfs.AlignedBuffer(size) // the pool keeps the aligned start
+		}
+		return (*bp)[:size]
+	}
 	if dr, ok := f.(vfs.DirectReader); ok && n >= DropRunMin && !dr.Cached(off, int64(n)) {
 		const a = vfs.DirectAlign
 		lo := off &^ (a - 1)
 		hi := (off + int64(n) + a - 1) &^ (a - 1)
-		if int64(cap(buf)) < hi-lo {
-			buf = vfs.AlignedBuffer(int(hi - lo))
-		}
-		k, err := dr.ReadAtDirect(buf[:hi-lo], lo)
+		buf := grow(int(hi - lo))
+		k, err := dr.ReadAtDirect(buf, lo)
 		if !errors.Is(err, vfs.ErrNoDirect) {
 			skip := int(off - lo)
 			return buf[skip : skip+n], min(max(k-skip, 0), n), err
 		}
 	}
-	if cap(buf) < n {
-		buf = vfs.AlignedBuffer(n)
-	}
-	b := buf[:n]
+	b := grow(n)
 	k, err := f.ReadAt(b, off)
 	if k == n && n >= DropRunMin {
 		if d, ok := f.(vfs.CacheDropper); ok {
@@ -286,10 +285,7 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	bp := runBufs.Get().(*[]byte)
 	defer runBufs.Put(bp)
 	n := int(last.Offset + uint64(last.Len) - first.Offset)
-	b, k, err := readRun(f, *bp, int64(first.Offset), n)
-	if cap(b) > cap(*bp) {
-		*bp = b[:0]
-	}
+	b, k, err := readRun(f, bp, int64(first.Offset), n)
 	release()
 	if k < n {
 		// The first pointer whose value the short read did not reach.

@@ -616,6 +616,16 @@ func TestReadRunDirect(t *testing.T) {
 		t.Fatalf("a cached run was read around the cache")
 	}
 	dfs.cached.Store(false)
+	// A file that refuses direct reads is read through the cache, and the
+	// run dropped from it after.
+	dfs.refuse.Store(true)
+	if err := read(100, 150); err != nil {
+		t.Fatal(err)
+	}
+	if got := dfs.drops.Load(); got != 2 {
+		t.Fatalf("%d runs dropped from the cache, want 2 (the cached run, the refused one)", got)
+	}
+	dfs.refuse.Store(false)
 	// A run whose last value would end 5 bytes past the segment's end, from
 	// a start that the aligned read reaches from more than 5 bytes before.
 	from := len(ps) - 30
@@ -644,12 +654,53 @@ func TestReadRunDirect(t *testing.T) {
 
 func first(_ int, err error) error { return err }
 
+// TestReadRunKeepsAlignment: a run longer than any before it (a single
+// value of 2 MiB at an unaligned offset) leaves ReadRun's pooled buffer
+// aligned for the direct reads that follow.
+func TestReadRunKeepsAlignment(t *testing.T) {
+	dir := t.TempDir()
+	dfs := &directRecorder{FS: vfs.Default}
+	w, _ := newTestWriterIn(t, dfs, dir, 64<<20)
+	big := bytes.Repeat([]byte{7}, 2<<20+100)
+	pb, err := w.Append([]byte("big"), big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []Pointer
+	for i := range 60 {
+		p, err := w.Append([]byte(fmt.Sprint(i)), bytes.Repeat([]byte{byte(i)}, 5000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if pb.Offset%vfs.DirectAlign == 0 {
+		t.Fatalf("the big value is aligned (at %d): the test needs it not to be", pb.Offset)
+	}
+	r := NewReader(dfs, dir, nil, 0)
+	defer r.Close()
+	for range 3 {
+		for _, run := range [][]Pointer{{pb}, ps} {
+			if _, err := r.ReadRun(run, func(int, []byte) error { return nil }); err != nil {
+				t.Fatalf("run of %d values: %v", len(run), err)
+			}
+		}
+	}
+	if got := dfs.direct.Load(); got != 6 {
+		t.Fatalf("%d direct reads, want 6", got)
+	}
+}
+
 // directRecorder is an FS whose opened files count their direct reads and
-// report the page cache as holding a range when cached is set.
+// drops, report the page cache as holding a range when cached is set, and
+// refuse direct reads when refuse is set.
 type directRecorder struct {
 	vfs.FS
-	direct atomic.Int64
-	cached atomic.Bool
+	direct, drops  atomic.Int64
+	cached, refuse atomic.Bool
 }
 
 type directFile struct {
@@ -671,8 +722,14 @@ func (d *directRecorder) Open(name string) (vfs.File, error) {
 func (f directFile) Cached(off, n int64) bool { return f.d.cached.Load() }
 
 func (f directFile) ReadAtDirect(p []byte, off int64) (int, error) {
+	if f.d.refuse.Load() {
+		return 0, vfs.ErrNoDirect
+	}
 	f.d.direct.Add(1)
 	return f.File.(vfs.DirectReader).ReadAtDirect(p, off)
 }
 
-func (f directFile) DropCache(off, n int64) error { return f.File.(vfs.CacheDropper).DropCache(off, n) }
+func (f directFile) DropCache(off, n int64) error {
+	f.d.drops.Add(1)
+	return f.File.(vfs.CacheDropper).DropCache(off, n)
+}
