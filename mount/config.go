@@ -94,15 +94,11 @@ type Config struct {
 }
 
 // DefaultReadahead is the kernel readahead a mount gets unless readahead=
-// says otherwise: 4 MiB, four READ requests of MaxWrite in flight once the
-// kernel's window has grown (it grows only for a file read in sequence).
-// The kernel's own default for a FUSE mount is 128 KiB, eight requests per
-// MiB read in sequence, with at most two in flight: a sequential read
-// waited for a round trip every 128 KiB (1,030 against 1,715 MiB/s in
-// bench/fs at 1 MiB). Since long runs are read around the segment's page
-// cache (no readahead of its own there), each request waits for the device:
-// 4 MiB against 1 MiB read 976 against 905 MiB/s (bench/fs, 8 rounds).
-const DefaultReadahead = 4 << 20
+// says otherwise: 1 MiB, one READ request of MaxWrite. The kernel's own
+// default for a FUSE mount is 128 KiB, eight requests per MiB read in
+// sequence, with at most two in flight: a sequential read waited for a
+// round trip every 128 KiB (1,030 against 1,715 MiB/s in bench/fs).
+const DefaultReadahead = 1 << 20
 
 // DefaultSubtype is the FUSE subtype: mounts show as fuse.lsmfs.
 const DefaultSubtype = "lsmfs"

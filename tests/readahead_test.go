@@ -31,7 +31,7 @@ func TestReadahead(t *testing.T) {
 	for _, tc := range []struct {
 		opt  string
 		want int64
-	}{{"readahead=2M", 2 << 20}, {"readahead=0", 0}, {"readahead=100K", 100 << 10}} {
+	}{{"readahead=4M", 4 << 20}, {"readahead=0", 0}, {"readahead=100K", 100 << 10}} {
 		f.unmount()
 		if err := f.tryMount(tc.opt); err != nil {
 			t.Fatalf("mount -o %s: %v", tc.opt, err)
