@@ -23,7 +23,8 @@
 //
 // Reads: Read takes one value, through the block cache. ReadRun takes the
 // values of records that follow each other in a segment (a file's blocks as
-// they were written) with one read of at most MaxRun bytes, checks each
+// they were written) with one read of at most MaxRun bytes (a 1 MiB FUSE READ
+// and its records' headers), checks each
 // value's CRC, and bypasses the cache (iterator scans use it). A run of
 // DropRunMin bytes or more is a stream whose reader caches it: one the page
 // cache does not already hold is read around it (O_DIRECT, widened to

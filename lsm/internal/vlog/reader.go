@@ -196,8 +196,11 @@ func (r *Reader) read(p Pointer, fill bool) ([]byte, error) {
 	return b, nil
 }
 
-// MaxRun bounds the bytes ReadRun reads at once.
-const MaxRun = 1 << 20
+// MaxRun bounds the bytes ReadRun reads at once: 1 MiB of values and the
+// headers and keys of their records, so that a FUSE READ of 1 MiB (the
+// largest the kernel sends) of a file written in sequence is one run, not
+// a run of 1 MiB and a short one for the blocks the headers pushed out.
+const MaxRun = 1<<20 + 64<<10
 
 // Adjacent reports whether q may join a run ReadRun reads that ends with p:
 // q follows p in the same segment, separated by at most the next record's
