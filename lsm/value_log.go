@@ -352,6 +352,9 @@ type VlogStats struct {
 	// DiskReads and DiskBytes count values read from segment files (cache
 	// misses).
 	DiskReads, DiskBytes uint64
+	// ReadAheads counts runs of values (a file read in sequence) whose bytes
+	// were read ahead, before they were asked for.
+	ReadAheads uint64
 	// BytesWritten counts bytes written to segments since open.
 	BytesWritten uint64
 }
@@ -368,6 +371,7 @@ func (d *DB) vlogStatsLocked() VlogStats {
 	if d.vlogR != nil {
 		s.DiskReads = d.vlogR.DiskReads.Load()
 		s.DiskBytes = d.vlogR.DiskBytes.Load()
+		s.ReadAheads = d.vlogR.ReadAheads.Load()
 	}
 	if d.vlogW != nil {
 		s.BytesWritten = d.vlogW.BytesWritten.Load()

@@ -110,6 +110,7 @@ func metricDescs() []metricDesc {
 		counter("value_log_cleaned_segments_total", "Value-log segments cleaned and removed.", func(s *Stats) float64 { return float64(s.ValueLog.Cleaned) }),
 		counter("value_log_rewritten_bytes_total", "Value bytes moved by the value-log cleaner.", func(s *Stats) float64 { return float64(s.ValueLog.RewrittenBytes) }),
 		counter("value_log_disk_reads_total", "Values read from value-log files.", func(s *Stats) float64 { return float64(s.ValueLog.DiskReads) }),
+		counter("value_log_read_aheads_total", "Runs of a file read in sequence served from the daemon's read-ahead.", func(s *Stats) float64 { return float64(s.ValueLog.ReadAheads) }),
 
 		counter("cache_hits_total", "Block cache hits.", func(s *Stats) float64 { return float64(s.Cache.Hits) }),
 		counter("cache_misses_total", "Block cache misses.", func(s *Stats) float64 { return float64(s.Cache.Misses) }),

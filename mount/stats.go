@@ -123,6 +123,9 @@ type ValueLogStats struct {
 	RewrittenBytes uint64  `json:"rewritten_bytes"`
 	DiskReads      uint64  `json:"disk_reads"`
 	DiskBytes      uint64  `json:"disk_bytes"`
+	// ReadAheads counts runs of a file read in sequence served from the
+	// daemon's own read-ahead.
+	ReadAheads uint64 `json:"read_aheads"`
 }
 
 // CacheStats describe the block cache.
@@ -173,6 +176,7 @@ func EngineStats(db *lsm.DB, dataDir string) Stats {
 		ValueLog: ValueLogStats{
 			Segments: m.Vlog.Segments, Bytes: m.Vlog.Bytes, LiveBytes: m.Vlog.LiveBytes, LiveRatio: 1,
 			Cleaned: m.Vlog.Cleaned, RewrittenBytes: m.Vlog.Rewritten, DiskReads: m.Vlog.DiskReads, DiskBytes: m.Vlog.DiskBytes,
+			ReadAheads: m.Vlog.ReadAheads,
 		},
 		Cache: CacheStats{
 			Capacity: m.Cache.Capacity, Used: m.Cache.Used, Hits: m.Cache.Hits, Misses: m.Cache.Misses,

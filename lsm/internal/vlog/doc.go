@@ -23,13 +23,15 @@
 //
 // Reads: Read takes one value, through the block cache. ReadRun takes the
 // values of records that follow each other in a segment (a file's blocks as
-// they were written) with one read of at most MaxRun bytes (a 1 MiB FUSE READ
-// and its records' headers), checks each
-// value's CRC, and bypasses the cache (iterator scans use it). A run of
-// DropRunMin bytes or more is a stream whose reader caches it: one the page
-// cache does not already hold is read around it (O_DIRECT, widened to
-// aligned blocks, where the file is a vfs.DirectReader), and one read
-// through it is dropped from it after.
+// they were written) with one read of at most MaxRun bytes (a 1 MiB FUSE
+// READ and its records' headers), checks each value's CRC, and bypasses the
+// cache (iterator scans use it). A run of DropRunMin bytes or more is a
+// stream whose reader caches it: one the page cache does not already hold is
+// read around it (O_DIRECT, widened to aligned blocks, where the file is a
+// vfs.DirectReader), and one read through it is dropped from it after. Runs
+// read around the cache one after the other are a stream, and the Reader
+// reads its next runs ahead in the background (readahead.go); values read
+// ahead are checked against their pointers' CRCs like any others.
 //
 // Writes: Append buffers a record's header and key, and a value of more than
 // 512 bytes by reference (the caller keeps it unchanged until Flush or

@@ -30,6 +30,13 @@ type Reader struct {
 	// misses).
 	DiskReads, DiskBytes atomic.Uint64
 
+	// ReadAheads counts runs served from a stream's prefetch.
+	ReadAheads atomic.Uint64
+
+	// streams follows the long runs read around the page cache and reads
+	// ahead of them (readahead.go).
+	streams streams
+
 	mu struct {
 		sync.Mutex
 		// files holds the open segment files, at most maxOpen of them
@@ -236,8 +243,9 @@ var runBufs = sync.Pool{New: func() any { return new([]byte) }}
 // that the page cache does not already hold is read around it
 // (vfs.DirectReader) where f allows: a stream's reader keeps what it wants
 // itself, and a cached copy would only be dropped again. A run read through
-// the page cache is dropped from it after.
-func readRun(f vfs.File, bp *[]byte, off int64, n int) ([]byte, int, error) {
+// the page cache is dropped from it after. before is called before a read
+// around the page cache.
+func readRun(f vfs.File, bp *[]byte, off int64, n int, before func()) (b []byte, k int, err error) {
 	grow := func(size int) []byte {
 		if cap(*bp) < size {
 			*bp = vfs.AlignedBuffer(size) // the pool keeps the aligned start
@@ -249,14 +257,15 @@ func readRun(f vfs.File, bp *[]byte, off int64, n int) ([]byte, int, error) {
 		lo := off &^ (a - 1)
 		hi := (off + int64(n) + a - 1) &^ (a - 1)
 		buf := grow(int(hi - lo))
+		before()
 		k, err := dr.ReadAtDirect(buf, lo)
 		if !errors.Is(err, vfs.ErrNoDirect) {
 			skip := int(off - lo)
 			return buf[skip : skip+n], min(max(k-skip, 0), n), err
 		}
 	}
-	b := grow(n)
-	k, err := f.ReadAt(b, off)
+	b = grow(n)
+	k, err = f.ReadAt(b, off)
 	if k == n && n >= DropRunMin {
 		if d, ok := f.(vfs.CacheDropper); ok {
 			d.DropCache(off, int64(n)) // advice: its failure changes nothing
@@ -281,14 +290,27 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 			return i, fmt.Errorf("vlog: read run: %s does not follow %s", ps[i], ps[i-1])
 		}
 	}
+	off, n := int64(first.Offset), int(last.Offset+uint64(last.Len)-first.Offset)
+	if n >= DropRunMin {
+		const a = vfs.DirectAlign
+		if pf := r.takePrefetch(first.Segment, off&^(a-1), (off+int64(n)+a-1)&^(a-1)); pf != nil {
+			if b, ok := usePrefetch(pf, ps, off, n); ok {
+				defer runBufs.Put(pf.bp)
+				r.ReadAheads.Add(1)
+				r.noteRun(first.Segment, off, n)
+				r.DiskReads.Add(uint64(len(ps)))
+				r.DiskBytes.Add(uint64(n))
+				return r.callRun(ps, b, fn, false)
+			}
+		}
+	}
 	f, release, err := r.fileOf(first)
 	if err != nil {
 		return 0, err
 	}
 	bp := runBufs.Get().(*[]byte)
 	defer runBufs.Put(bp)
-	n := int(last.Offset + uint64(last.Len) - first.Offset)
-	b, k, err := readRun(f, bp, int64(first.Offset), n)
+	b, k, err := readRun(f, bp, off, n, func() { r.noteRun(first.Segment, off, n) })
 	release()
 	if k < n {
 		// The first pointer whose value the short read did not reach.
@@ -303,11 +325,17 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	}
 	r.DiskReads.Add(uint64(len(ps)))
 	r.DiskBytes.Add(uint64(n))
+	return r.callRun(ps, b, fn, true)
+}
+
+// callRun calls fn with each value of ps in b, the bytes of the run, after
+// checking its CRC if check is set.
+func (r *Reader) callRun(ps []Pointer, b []byte, fn func(i int, v []byte) error, check bool) (bad int, err error) {
 	for i, p := range ps {
-		lo := p.Offset - first.Offset
+		lo := p.Offset - ps[0].Offset
 		hi := lo + uint64(p.Len)
 		v := b[lo:hi:hi] // an append by fn must not reach the next value
-		if crc32.Checksum(v, castagnoli) != p.CRC {
+		if check && crc32.Checksum(v, castagnoli) != p.CRC {
 			return i, fmt.Errorf("%w: %s: value checksum mismatch", ErrCorrupt, p)
 		}
 		if err := fn(i, v); err != nil {
@@ -320,15 +348,18 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 // Forget closes a segment's file (before it is deleted); reads of the
 // segment fail from then on as if it were missing.
 func (r *Reader) Forget(seg uint64) {
+	r.forgetStreams(seg)
 	r.mu.Lock()
 	r.dropLocked(seg)
 	r.mu.forgotten[seg] = true
 	r.mu.Unlock()
 }
 
-// Close closes every open segment file (a file a read still uses, at its
+// Close stops reading ahead, waiting for the prefetches under way, and
+// closes every open segment file (a file a read still uses, at its
 // release).
 func (r *Reader) Close() {
+	r.closeStreams()
 	r.mu.Lock()
 	for seg := range r.mu.files {
 		r.dropLocked(seg)

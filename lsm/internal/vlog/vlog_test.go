@@ -604,15 +604,20 @@ func TestReadRunDirect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := dfs.direct.Load(); got != int64(len(runs)) {
+	r.streams.wg.Wait()
+	// A run that follows the one before starts a prefetch, a direct read
+	// of its own.
+	if got := dfs.direct.Load(); got < int64(len(runs)) {
 		t.Fatalf("%d direct reads for %d runs", got, len(runs))
 	}
 	// A run the page cache holds is read through it.
+	before := dfs.direct.Load()
 	dfs.cached.Store(true)
 	if err := read(10, 60); err != nil {
 		t.Fatal(err)
 	}
-	if got := dfs.direct.Load(); got != int64(len(runs)) {
+	r.streams.wg.Wait()
+	if got := dfs.direct.Load(); got != before {
 		t.Fatalf("a cached run was read around the cache")
 	}
 	dfs.cached.Store(false)
@@ -689,8 +694,8 @@ func TestReadRunKeepsAlignment(t *testing.T) {
 			}
 		}
 	}
-	if got := dfs.direct.Load(); got != 6 {
-		t.Fatalf("%d direct reads, want 6", got)
+	if got := dfs.direct.Load(); got < 6 {
+		t.Fatalf("%d direct reads, want 6 or more (prefetches count too)", got)
 	}
 }
 
@@ -732,4 +737,89 @@ func (f directFile) ReadAtDirect(p []byte, off int64) (int, error) {
 func (f directFile) DropCache(off, n int64) error {
 	f.d.drops.Add(1)
 	return f.File.(vfs.CacheDropper).DropCache(off, n)
+}
+
+// TestReadRunStreams: runs read in sequence, as Iterator.Each reads a file,
+// are read ahead: from the third on, each comes from a prefetch an earlier
+// one started, with one device read per run. A prefetch whose bytes no
+// longer match the file (read while a value was damaged, since repaired)
+// fails the values' CRCs and the run is read again. Close waits for the
+// prefetches under way.
+func TestReadRunStreams(t *testing.T) {
+	dir := t.TempDir()
+	dfs := &directRecorder{FS: vfs.Default}
+	w, _ := newTestWriterIn(t, dfs, dir, 64<<20)
+	var ps []Pointer
+	var vals [][]byte
+	for i := range 2048 { // 8 MiB of 4 KiB blocks
+		v := bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 2048)
+		p, err := w.Append([]byte(fmt.Sprint(i)), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, vals = append(ps, p), append(vals, v)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// Runs as Each cuts them.
+	var runs [][2]int
+	for i := 0; i < len(ps); {
+		j := i + 1
+		for j < len(ps) && Adjacent(ps[i], ps[j-1], ps[j]) {
+			j++
+		}
+		runs = append(runs, [2]int{i, j})
+		i = j
+	}
+	if len(runs) < 6 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	seg, _ := w.Active()
+	path := vfs.Join(dir, FileName(seg))
+	r := NewReader(dfs, dir, nil, 0)
+	read := func(run [2]int) error {
+		return first(r.ReadRun(ps[run[0]:run[1]], func(i int, v []byte) error {
+			if !bytes.Equal(v, vals[run[0]+i]) {
+				return fmt.Errorf("value %d differs", run[0]+i)
+			}
+			return nil
+		}))
+	}
+	// Damage a value of the third run; the second run's prefetch reads it.
+	damaged := runs[2][0] + 5
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	at := int64(ps[damaged].Offset)
+	if _, err := f.WriteAt([]byte{^vals[damaged][0]}, at); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range runs[:2] {
+		if err := read(run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.streams.wg.Wait() // the prefetch of the third run has read the damage
+	if _, err := f.WriteAt(vals[damaged][:1], at); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range runs[2:] {
+		if err := read(run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	// Runs 4 to the last came from prefetches; run 3's prefetch failed its
+	// CRC and was read again.
+	if got, want := r.ReadAheads.Load(), uint64(len(runs)-3); got != want {
+		t.Errorf("%d runs read ahead, want %d", got, want)
+	}
+	// One read per run, one for run 3 again, and the prefetches of the
+	// stream at its full depth past its end.
+	if got, want := dfs.direct.Load(), int64(len(runs)+1+maxDepth); got != want {
+		t.Errorf("%d direct reads for %d runs, want %d", got, len(runs), want)
+	}
 }
