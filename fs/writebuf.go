@@ -529,7 +529,6 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 	}
 	end := min(off+uint64(len(dst)), size)
 	dst = dst[:end-off]
-	clear(dst)
 	bs := uint64(f.bs)
 	first, last := off/bs, (end-1)/bs
 	// putAt copies v, the bytes at file offset lo, into dst where they
@@ -555,6 +554,7 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 		}
 	}
 	if first == last {
+		clear(dst)
 		var db *dirtyBlock
 		if wb != nil {
 			if db = wb.blocks[first]; db != nil && !db.needBase {
@@ -587,12 +587,25 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 			return err == nil && db != nil && !db.needBase
 		}
 	}
+	// Stored blocks come in order: dst is zeroed only where none lands
+	// (holes, short blocks, blocks a buffered one replaces), up to pos.
+	pos := uint64(0)
 	err := it.Each(overlaid, func(k, v []byte) error {
 		_, idx, err := decodeBlockKey(k)
 		if err != nil {
 			return err
 		}
-		put(idx, v)
+		lo, hi := idx*bs, idx*bs+uint64(len(v))
+		if hi <= off || lo >= end {
+			return nil
+		}
+		s, e := max(lo, off)-off, min(hi, end)-off
+		if s < pos {
+			return &CorruptError{What: "block key", Key: append([]byte(nil), k...), Reason: "out of order"} // keys are sorted
+		}
+		clear(dst[pos:s])
+		copy(dst[s:e], v[s+off-lo:])
+		pos = e
 		return nil
 	})
 	if cerr := it.Close(); err == nil {
@@ -601,6 +614,7 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 	if err != nil {
 		return 0, err
 	}
+	clear(dst[pos:])
 	if wb != nil {
 		for idx, db := range wb.blocks {
 			if idx >= first && idx <= last {
