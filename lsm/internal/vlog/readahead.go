@@ -1,10 +1,12 @@
 package vlog
 
 import (
+	"errors"
 	"hash/crc32"
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
@@ -20,60 +22,87 @@ import (
 // kernel readahead would do the same, but it also widens mmap's
 // read-around of every random page fault.
 //
-// The next runs are predicted to be as long as the last and as far apart
-// (a file's 1 MiB READs of blocks written in sequence are); a prediction
-// that misses costs a wasted read and the run is read as before. A stream's
-// depth (prefetches under way) grows with its length, to maxDepth, so that
-// a short stream wastes little at its end.
+// A stream's runs lie on a grid: as long as its last and as far apart (a
+// file's 1 MiB READs of blocks written in sequence are). A run that starts
+// at most a record's header and key after the stream's end continues it; a
+// run on its grid a few runs ahead or behind belongs to it too (READs under
+// way at once are noted out of order) but only one ahead moves it on. Any
+// other run starts a stream of its own, and prefetches begin only once a
+// stream has run at one length for a while (the depth, prefetches under way
+// at once, grows to maxDepth with it): random long reads, a reader going
+// backwards, files interleaved in a segment and the kernel's growing first
+// READs start none, and a short stream wastes little at its end.
 //
-// A prefetch cannot serve stale values: segments are append-only, and an
-// append that failed is cut off before any pointer to it is handed out. The
-// bytes of a record still being written, or of a failed append, fail their
-// value's CRC, and the run is then read again from the file.
+// A prefetch cannot serve stale values: segments are append-only, segment
+// numbers are never reused, and an append that failed is cut off before any
+// pointer to it is handed out. The bytes of a record still being written, or
+// of a failed append, fail their value's CRC, and the run is then read again
+// from the file. A prefetch of a range the page cache holds whole (just
+// written) reads nothing: the run is copied from the cache as before.
 //
 // At most maxStreams streams are followed (the least recently used gives
-// way), so prefetches hold at most maxStreams*maxDepth buffers of about
-// MaxRun.
+// way) and at most maxPrefetches prefetches hold buffers at once, whether
+// under way, waiting to be taken, or given up but not yet finished; a
+// stream that needs one past that takes those of the least recently used
+// stream that holds any.
 const (
-	maxStreams = 4
-	maxDepth   = 3
-	// streamWindow is how far from a stream's furthest end a run may start
-	// and still belong to it.
-	streamWindow = (maxDepth + 1) * MaxRun
+	maxStreams    = 16
+	maxDepth      = 3
+	maxPrefetches = 12
+	// idleRuns is how many runs of other streams pass before a stream
+	// with none counts as ended.
+	idleRuns = 2 * maxStreams
 )
 
 type stream struct {
 	seg  uint64
-	end  int64 // the furthest end of its runs
-	gap  int64 // bytes between its last two runs
-	n    int   // length of its last run
-	runs int
-	next int64       // where the first run no prefetch covers is predicted to start
-	pfs  []*prefetch // under way or done, not yet taken
-	used uint64      // streams.clock at its last run
+	off  int64 // where its furthest run starts
+	end  int64 // and ends
+	n    int   // that run's length
+	gap  int64 // bytes between its runs; -1 until two runs followed each other
+	same int   // runs in a row of length n that moved it on
+	next int64 // where the first run no prefetch covers is predicted to start
+	pfs  []*prefetch
+	used uint64 // streams.clock at its last run
 }
 
+// Prefetch states: the reading goroutine and a stream that gives up the
+// prefetch race to finish; the second to arrive gives the buffer back.
+const (
+	pfRunning int32 = iota
+	pfDone
+	pfAbandoned
+)
+
 // prefetch is a read of [off, off+size) of a segment around the page cache.
-// Its fields after size are the reading goroutine's until done closes.
+// Its fields after state are the reading goroutine's until done closes.
 type prefetch struct {
-	off  int64 // aligned to vfs.DirectAlign, as size
-	size int
-	done chan struct{}
-	bp   *[]byte // from runBufs; nil if the read did not start
-	k    int
-	err  error
+	seg   uint64
+	at    int64 // where the run it is for is predicted to start
+	off   int64 // aligned to vfs.DirectAlign, as size
+	size  int
+	state atomic.Int32
+	done  chan struct{}
+	bp    *[]byte // from runBufs; nil if the read did not start
+	k     int
+	err   error
 }
 
 type streams struct {
-	mu     sync.Mutex
-	list   []*stream
-	clock  uint64
-	closed bool
-	wg     sync.WaitGroup // prefetches under way
+	mu       sync.Mutex
+	list     []*stream
+	clock    uint64
+	closed   bool
+	live     atomic.Int64 // prefetches holding or about to hold a buffer
+	noDirect atomic.Bool  // a prefetch found direct reads refused
+	wg       sync.WaitGroup
 }
 
+// errPrefetchCached ends a prefetch of a range the page cache holds.
+var errPrefetchCached = errors.New("vlog: prefetch: range cached")
+
 // takePrefetch returns a prefetch of seg that holds [lo, hi), taken from
-// its stream, or nil.
+// its stream, or nil. The caller waits for it and releases it.
 func (r *Reader) takePrefetch(seg uint64, lo, hi int64) *prefetch {
 	s := &r.streams
 	s.mu.Lock()
@@ -92,111 +121,192 @@ func (r *Reader) takePrefetch(seg uint64, lo, hi int64) *prefetch {
 	return nil
 }
 
-// usePrefetch waits for pf and returns the n bytes at off of the segment
-// from it if it read them whole and every value of ps (the run's pointers,
-// the first at off) passes its CRC. Otherwise it gives pf's buffer back and
-// returns false. The caller gives the buffer back (runBufs) after using the
-// bytes.
+// usePrefetch waits for pf, a prefetch taken from its stream, and returns
+// the n bytes at off of the segment from it if it read them whole and every
+// value of ps (the run's pointers, the first at off) passes its CRC. The
+// caller releases pf after using the bytes, whatever the outcome.
 func usePrefetch(pf *prefetch, ps []Pointer, off int64, n int) ([]byte, bool) {
 	<-pf.done
 	start := int(off - pf.off)
 	if pf.bp == nil || (pf.err != nil && pf.err != io.EOF) || pf.k < start+n {
-		if pf.bp != nil {
-			runBufs.Put(pf.bp)
-		}
 		return nil, false
 	}
 	b := (*pf.bp)[start : start+n]
 	for _, p := range ps {
 		lo := int64(p.Offset) - off
 		if crc32.Checksum(b[lo:lo+int64(p.Len)], castagnoli) != p.CRC {
-			runBufs.Put(pf.bp)
 			return nil, false
 		}
 	}
 	return b, true
 }
 
-// noteRun records a run of seg, [off, off+n), read around the page cache
-// (noted as its read starts, or as it is taken from a prefetch), and starts
-// the prefetches of its stream's next runs.
+// releasePrefetch gives pf's buffer back: once pf is done and no stream
+// holds it.
+func (r *Reader) releasePrefetch(pf *prefetch) {
+	if pf.bp != nil {
+		runBufs.Put(pf.bp)
+		pf.bp = nil
+	}
+	r.streams.live.Add(-1)
+}
+
+// abandon gives up a prefetch that a stream held: its buffer goes back now
+// if it is done, or when its read ends.
+func (r *Reader) abandon(pf *prefetch) {
+	if !pf.state.CompareAndSwap(pfRunning, pfAbandoned) {
+		r.releasePrefetch(pf) // done: the goroutine has left it to us
+	}
+}
+
+// noteRun records a run of seg, [off, off+n), read around the page cache (as
+// its read starts, or as it is taken from a prefetch), and starts the
+// prefetches of its stream's next runs.
 func (r *Reader) noteRun(seg uint64, off int64, n int) {
-	const a = vfs.DirectAlign
 	s := &r.streams
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clock++
 	end := off + int64(n)
-	var st *stream
-	for _, x := range s.list {
-		// Runs of a stream are noted about in order: reads under way at
-		// once (the kernel sends a sequential reader's READs two at a
-		// time) may be noted a few runs apart.
-		if x.seg == seg && off >= x.end-streamWindow && off <= x.end+streamWindow {
-			st = x
-			break
+	for _, st := range s.list {
+		if st.seg != seg {
+			continue
 		}
-	}
-	if st == nil {
-		st = &stream{seg: seg, end: end, n: n, runs: 1, next: end, used: s.clock}
-		if len(s.list) < maxStreams {
-			s.list = append(s.list, st)
-			return
-		}
-		lru := 0
-		for i, x := range s.list {
-			if x.used < s.list[lru].used {
-				lru = i
+		switch {
+		case off >= st.end && off-st.end <= maxRecordGap: // continues it
+			st.gap = off - st.end
+		case st.gap >= 0 && n == st.n && off != st.off && (off-st.off)%(int64(n)+st.gap) == 0 &&
+			abs((off-st.off)/(int64(n)+st.gap)) <= maxDepth+1: // on its grid
+			if off < st.off {
+				st.used = s.clock // behind: noted late
+				return
 			}
+		case off == st.off && n == st.n: // the same run again
+			st.used = s.clock
+			return
+		default:
+			continue
 		}
-		s.list[lru] = st // its prefetches are left to finish and be collected
+		if n == st.n {
+			st.same++
+		} else {
+			st.same = 1
+		}
+		st.off, st.end, st.n, st.used = off, end, n, s.clock
+		r.topUp(st)
 		return
 	}
-	if off >= st.end && off-st.end <= maxRecordGap {
-		st.gap = off - st.end
+	st := &stream{seg: seg, off: off, end: end, n: n, gap: -1, same: 1, next: end, used: s.clock}
+	if len(s.list) < maxStreams {
+		s.list = append(s.list, st)
+		return
 	}
-	st.end = max(st.end, end)
-	st.n = n
-	st.runs++
-	st.used = s.clock
-	// Prefetches wholly behind the run are not going to be taken.
-	st.pfs = slices.DeleteFunc(st.pfs, func(pf *prefetch) bool { return pf.off+int64(pf.size) <= off })
+	lru := 0
+	for i, x := range s.list {
+		if x.used < s.list[lru].used {
+			lru = i
+		}
+	}
+	for _, pf := range s.list[lru].pfs {
+		r.abandon(pf)
+	}
+	s.list[lru] = st
+}
+
+// topUp gives up st's prefetches for runs before its last and starts those of
+// its next runs, up to its depth. r.streams.mu is held.
+func (r *Reader) topUp(st *stream) {
+	const a = vfs.DirectAlign
+	s := &r.streams
+	st.pfs = slices.DeleteFunc(st.pfs, func(pf *prefetch) bool {
+		if pf.at < st.off {
+			r.abandon(pf)
+			return true
+		}
+		return false
+	})
+	if st.gap < 0 || st.n > MaxRun || s.closed || s.noDirect.Load() {
+		return
+	}
 	st.next = max(st.next, st.end+st.gap)
-	depth := min(maxDepth, st.runs/2)
-	for len(st.pfs) < depth && !s.closed {
+	depth := min(maxDepth, st.same/2)
+	for len(st.pfs) < depth {
+		if s.live.Load() >= maxPrefetches && !r.reclaimPrefetches(st) {
+			break
+		}
 		lo := st.next &^ (a - 1)
 		hi := (st.next + int64(st.n) + a - 1) &^ (a - 1)
-		st.pfs = append(st.pfs, r.startPrefetch(seg, lo, int(hi-lo)))
+		st.pfs = append(st.pfs, r.startPrefetch(st.seg, st.next, lo, int(hi-lo)))
 		st.next += int64(st.n) + st.gap
 	}
 }
 
+// reclaimPrefetches gives up the prefetches of the least recently used
+// stream that holds any and has had no run for the last idleRuns runs of
+// any stream (it ended: its reader moved on to another segment, or
+// stopped), and reports whether there was one. Streams still read keep
+// theirs: taking from each other in turn, they would waste every read.
+// r.streams.mu is held.
+func (r *Reader) reclaimPrefetches(st *stream) bool {
+	var lru *stream
+	for _, x := range r.streams.list {
+		if x != st && len(x.pfs) > 0 && x.used+idleRuns < r.streams.clock && (lru == nil || x.used < lru.used) {
+			lru = x
+		}
+	}
+	if lru == nil {
+		return false
+	}
+	for _, pf := range lru.pfs {
+		r.abandon(pf)
+	}
+	lru.pfs = nil
+	return true
+}
+
 // startPrefetch starts reading [off, off+size) of seg around the page
-// cache. r.streams.mu is held.
-func (r *Reader) startPrefetch(seg uint64, off int64, size int) *prefetch {
-	pf := &prefetch{off: off, size: size, done: make(chan struct{})}
-	r.streams.wg.Add(1)
+// cache, for the run predicted to start at at. r.streams.mu is held.
+func (r *Reader) startPrefetch(seg uint64, at, off int64, size int) *prefetch {
+	s := &r.streams
+	pf := &prefetch{seg: seg, at: at, off: off, size: size, done: make(chan struct{})}
+	s.live.Add(1)
+	s.wg.Add(1)
 	go func() {
-		defer r.streams.wg.Done()
-		defer close(pf.done)
-		f, release, err := r.file(seg)
-		if err != nil {
-			pf.err = err
-			return
+		defer s.wg.Done()
+		pf.k, pf.err = r.prefetch(pf)
+		if !pf.state.CompareAndSwap(pfRunning, pfDone) {
+			r.releasePrefetch(pf) // abandoned while it ran
 		}
-		defer release()
-		dr, ok := f.(vfs.DirectReader)
-		if !ok {
-			pf.err = vfs.ErrNoDirect
-			return
-		}
-		pf.bp = runBufs.Get().(*[]byte)
-		if cap(*pf.bp) < size {
-			*pf.bp = vfs.AlignedBuffer(size)
-		}
-		pf.k, pf.err = dr.ReadAtDirect((*pf.bp)[:size], off)
+		close(pf.done)
 	}()
 	return pf
+}
+
+// prefetch reads pf's range into a buffer from the pool.
+func (r *Reader) prefetch(pf *prefetch) (int, error) {
+	f, release, err := r.file(pf.seg)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	dr, ok := f.(vfs.DirectReader)
+	if !ok {
+		r.streams.noDirect.Store(true)
+		return 0, vfs.ErrNoDirect
+	}
+	if dr.Cached(pf.off, int64(pf.size)) {
+		return 0, errPrefetchCached
+	}
+	bp := runBufs.Get().(*[]byte)
+	if cap(*bp) < pf.size {
+		*bp = vfs.AlignedBuffer(pf.size)
+	}
+	pf.bp = bp
+	k, err := dr.ReadAtDirect((*bp)[:pf.size], pf.off)
+	if errors.Is(err, vfs.ErrNoDirect) {
+		r.streams.noDirect.Store(true)
+	}
+	return k, err
 }
 
 // forgetStreams stops following seg's streams (Forget).
@@ -204,7 +314,15 @@ func (r *Reader) forgetStreams(seg uint64) {
 	s := &r.streams
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.list = slices.DeleteFunc(s.list, func(st *stream) bool { return st.seg == seg })
+	s.list = slices.DeleteFunc(s.list, func(st *stream) bool {
+		if st.seg != seg {
+			return false
+		}
+		for _, pf := range st.pfs {
+			r.abandon(pf)
+		}
+		return true
+	})
 }
 
 // closeStreams stops prefetching and waits for the prefetches under way
@@ -213,7 +331,19 @@ func (r *Reader) closeStreams() {
 	s := &r.streams
 	s.mu.Lock()
 	s.closed = true
+	for _, st := range s.list {
+		for _, pf := range st.pfs {
+			r.abandon(pf)
+		}
+	}
 	s.list = nil
 	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

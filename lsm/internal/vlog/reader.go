@@ -294,14 +294,16 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	if n >= DropRunMin {
 		const a = vfs.DirectAlign
 		if pf := r.takePrefetch(first.Segment, off&^(a-1), (off+int64(n)+a-1)&^(a-1)); pf != nil {
-			if b, ok := usePrefetch(pf, ps, off, n); ok {
-				defer runBufs.Put(pf.bp)
+			b, ok := usePrefetch(pf, ps, off, n)
+			if ok {
+				defer r.releasePrefetch(pf)
 				r.ReadAheads.Add(1)
 				r.noteRun(first.Segment, off, n)
 				r.DiskReads.Add(uint64(len(ps)))
 				r.DiskBytes.Add(uint64(n))
 				return r.callRun(ps, b, fn, false)
 			}
+			r.releasePrefetch(pf)
 		}
 	}
 	f, release, err := r.fileOf(first)

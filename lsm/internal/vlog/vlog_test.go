@@ -582,6 +582,7 @@ func TestReadRunDirect(t *testing.T) {
 	}
 	r := NewReader(dfs, dir, nil, 0)
 	defer r.Close()
+	noReadAhead(r) // counts below are of ReadRun's own reads
 	read := func(from, to int) error {
 		return first(r.ReadRun(ps[from:to], func(i int, v []byte) error {
 			if !bytes.Equal(v, vals[from+i]) {
@@ -604,20 +605,15 @@ func TestReadRunDirect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.streams.wg.Wait()
-	// A run that follows the one before starts a prefetch, a direct read
-	// of its own.
-	if got := dfs.direct.Load(); got < int64(len(runs)) {
+	if got := dfs.direct.Load(); got != int64(len(runs)) {
 		t.Fatalf("%d direct reads for %d runs", got, len(runs))
 	}
 	// A run the page cache holds is read through it.
-	before := dfs.direct.Load()
 	dfs.cached.Store(true)
 	if err := read(10, 60); err != nil {
 		t.Fatal(err)
 	}
-	r.streams.wg.Wait()
-	if got := dfs.direct.Load(); got != before {
+	if got := dfs.direct.Load(); got != int64(len(runs)) {
 		t.Fatalf("a cached run was read around the cache")
 	}
 	dfs.cached.Store(false)
@@ -687,6 +683,7 @@ func TestReadRunKeepsAlignment(t *testing.T) {
 	}
 	r := NewReader(dfs, dir, nil, 0)
 	defer r.Close()
+	noReadAhead(r)
 	for range 3 {
 		for _, run := range [][]Pointer{{pb}, ps} {
 			if _, err := r.ReadRun(run, func(int, []byte) error { return nil }); err != nil {
@@ -694,8 +691,8 @@ func TestReadRunKeepsAlignment(t *testing.T) {
 			}
 		}
 	}
-	if got := dfs.direct.Load(); got < 6 {
-		t.Fatalf("%d direct reads, want 6 or more (prefetches count too)", got)
+	if got := dfs.direct.Load(); got != 6 {
+		t.Fatalf("%d direct reads, want 6", got)
 	}
 }
 
@@ -704,8 +701,8 @@ func TestReadRunKeepsAlignment(t *testing.T) {
 // refuse direct reads when refuse is set.
 type directRecorder struct {
 	vfs.FS
-	direct, drops  atomic.Int64
-	cached, refuse atomic.Bool
+	direct, drops, calls atomic.Int64
+	cached, refuse       atomic.Bool
 }
 
 type directFile struct {
@@ -727,6 +724,7 @@ func (d *directRecorder) Open(name string) (vfs.File, error) {
 func (f directFile) Cached(off, n int64) bool { return f.d.cached.Load() }
 
 func (f directFile) ReadAtDirect(p []byte, off int64) (int, error) {
+	f.d.calls.Add(1)
 	if f.d.refuse.Load() {
 		return 0, vfs.ErrNoDirect
 	}
@@ -753,7 +751,7 @@ func TestReadRunStreams(t *testing.T) {
 	var vals [][]byte
 	for i := range 2048 { // 8 MiB of 4 KiB blocks
 		v := bytes.Repeat([]byte{byte(i), byte(i >> 8)}, 2048)
-		p, err := w.Append([]byte(fmt.Sprint(i)), v)
+		p, err := w.Append(fmt.Appendf(nil, "%08d", i), v) // keys of one length, as block keys
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -762,18 +760,10 @@ func TestReadRunStreams(t *testing.T) {
 	if err := w.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	// Runs as Each cuts them.
+	// Runs as a file's 1 MiB READs make them.
 	var runs [][2]int
-	for i := 0; i < len(ps); {
-		j := i + 1
-		for j < len(ps) && Adjacent(ps[i], ps[j-1], ps[j]) {
-			j++
-		}
-		runs = append(runs, [2]int{i, j})
-		i = j
-	}
-	if len(runs) < 6 {
-		t.Fatalf("%d runs", len(runs))
+	for i := 0; i < len(ps); i += 256 {
+		runs = append(runs, [2]int{i, i + 256})
 	}
 	seg, _ := w.Active()
 	path := vfs.Join(dir, FileName(seg))
@@ -822,4 +812,206 @@ func TestReadRunStreams(t *testing.T) {
 	if got, want := dfs.direct.Load(), int64(len(runs)+1+maxDepth); got != want {
 		t.Errorf("%d direct reads for %d runs, want %d", got, len(runs), want)
 	}
+}
+
+// noReadAhead stops r from starting prefetches.
+func noReadAhead(r *Reader) {
+	r.streams.mu.Lock()
+	r.streams.closed = true
+	r.streams.mu.Unlock()
+}
+
+// streamSegment writes a segment of n 4 KiB values with keys of one length
+// (as block keys are) into a new directory and returns its reader, the
+// pointers and the recorder its files go through.
+func streamSegment(t *testing.T, n int) (*Reader, []Pointer, *directRecorder) {
+	return streamSegments(t, n, 1<<30)
+}
+
+// streamSegments is streamSegment with segments of at most maxSize bytes.
+func streamSegments(t *testing.T, n int, maxSize int64) (*Reader, []Pointer, *directRecorder) {
+	t.Helper()
+	dir := t.TempDir()
+	dfs := &directRecorder{FS: vfs.Default}
+	w, _ := newTestWriterIn(t, dfs, dir, maxSize)
+	var ps []Pointer
+	for i := range n {
+		p, err := w.Append(fmt.Appendf(nil, "%08d", i), bytes.Repeat([]byte{byte(i)}, 4096))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(dfs, dir, nil, 0)
+	t.Cleanup(r.Close)
+	return r, ps, dfs
+}
+
+// readRuns reads ps[from:to] for each run, checking the values.
+func readRuns(t *testing.T, r *Reader, ps []Pointer, runs [][2]int) {
+	t.Helper()
+	for _, run := range runs {
+		if _, err := r.ReadRun(ps[run[0]:run[1]], func(i int, v []byte) error {
+			if v[0] != byte(run[0]+i) || len(v) != 4096 {
+				return fmt.Errorf("value %d differs", run[0]+i)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("run %v: %v", run, err)
+		}
+	}
+}
+
+// TestReadRunNoStream: long runs that go backwards start no prefetch, one
+// device read per run; runs that jump about the segment waste few reads
+// (a run read some time after the one before it looks like a stream that
+// goes on).
+func TestReadRunNoStream(t *testing.T) {
+	r, ps, dfs := streamSegment(t, 64*256)
+	var back [][2]int
+	for j := 63; j >= 0; j-- {
+		back = append(back, [2]int{j * 256, j*256 + 256})
+	}
+	readRuns(t, r, ps, back)
+	r.streams.wg.Wait()
+	if got := dfs.direct.Load(); got != int64(len(back)) || r.ReadAheads.Load() != 0 {
+		t.Errorf("backwards: %d device reads and %d read ahead for %d runs; want %d and 0", got, r.ReadAheads.Load(), len(back), len(back))
+	}
+
+	r, ps, dfs = streamSegment(t, 64*256)
+	var jumps [][2]int
+	for i := range 64 {
+		j := i * 7 % 64 // never the run after the one before
+		jumps = append(jumps, [2]int{j * 256, j*256 + 256})
+	}
+	readRuns(t, r, ps, jumps)
+	r.streams.wg.Wait()
+	if got := dfs.direct.Load(); got > int64(len(jumps)+len(jumps)/8) {
+		t.Errorf("jumps: %d device reads for %d runs", got, len(jumps))
+	}
+}
+
+// TestReadRunManyStreams: six readers of their own stretch of a segment,
+// taking turns, are read ahead (within maxPrefetches buffers), and wasted
+// reads are bounded by the streams' depths; a reader through many segments
+// is read ahead in each (the streams it left give their buffers up); a
+// stream whose READs grow (the kernel's first window) wastes little.
+func TestReadRunManyStreams(t *testing.T) {
+	r, ps, dfs := streamSegment(t, 6*12*256)
+	var runs [][2]int
+	for k := range 12 {
+		for reader := range 6 {
+			at := (reader*12 + k) * 256
+			runs = append(runs, [2]int{at, at + 256})
+		}
+	}
+	readRuns(t, r, ps, runs)
+	r.streams.wg.Wait()
+	aheads, reads := r.ReadAheads.Load(), dfs.direct.Load()
+	if aheads < uint64(len(runs))/2 || reads > int64(len(runs)+6*maxDepth) {
+		t.Errorf("%d runs: %d read ahead, %d device reads", len(runs), aheads, reads)
+	}
+	if live := r.streams.live.Load(); live > maxPrefetches {
+		t.Errorf("%d prefetches hold buffers, more than %d", live, maxPrefetches)
+	}
+
+	// One reader through ten segments: the streams it leaves behind, their
+	// prefetches past each segment's end unread, give their buffers up.
+	r3, ps3, _ := streamSegments(t, 10*8*256, 8*256*4200)
+	var through [][2]int
+	for i := 0; i < len(ps3); i += 256 {
+		if j := i + 256; ps3[j-1].Segment == ps3[i].Segment {
+			through = append(through, [2]int{i, j})
+		}
+	}
+	segs := map[uint64]bool{}
+	for _, p := range ps3 {
+		segs[p.Segment] = true
+	}
+	readRuns(t, r3, ps3, through)
+	if got := r3.ReadAheads.Load(); len(segs) < 8 || got < uint64(len(through))/2 {
+		t.Errorf("%d runs through %d segments: %d read ahead", len(through), len(segs), got)
+	}
+
+	r2, ps2, dfs2 := streamSegment(t, 16*256)
+	var grow [][2]int
+	at := 0
+	for _, n := range []int{32, 64, 128, 256, 256, 256, 256, 256, 256, 256, 256, 256} {
+		grow = append(grow, [2]int{at, at + n})
+		at += n
+	}
+	readRuns(t, r2, ps2, grow)
+	r2.streams.wg.Wait()
+	if got := dfs2.direct.Load(); got > int64(len(grow)+maxDepth) || r2.ReadAheads.Load() < 4 {
+		t.Errorf("growing READs: %d device reads, %d read ahead, for %d runs", got, r2.ReadAheads.Load(), len(grow))
+	}
+}
+
+// TestReadRunStreamsEnd: Close with prefetches under way waits for them,
+// gives every buffer back and leaves no segment file open; a reader that
+// skips a run leaves no prefetch for it behind; Forget gives up
+// the segment's prefetches, and reads of it fail from then on; a data
+// directory that refuses direct reads soon stops starting prefetches.
+func TestReadRunStreamsEnd(t *testing.T) {
+	fds := openFDs(t)
+	r, ps, _ := streamSegment(t, 8*256)
+	runs := [][2]int{{0, 256}, {256, 512}, {512, 768}, {768, 1024}, {1024, 1280}}
+	readRuns(t, r, ps, runs)
+	r.Close()
+	if live := r.streams.live.Load(); live != 0 {
+		t.Errorf("%d prefetches hold buffers after Close", live)
+	}
+	if got := openFDs(t); got != fds {
+		t.Errorf("%d descriptors open after Close, %d before", got, fds)
+	}
+
+	// A reader that skips a run leaves its prefetch behind: given up.
+	r, ps, _ = streamSegment(t, 16*256)
+	readRuns(t, r, ps, append(runs, [2]int{6 * 256, 7 * 256}, [2]int{7 * 256, 8 * 256}))
+	r.streams.mu.Lock()
+	for _, st := range r.streams.list {
+		for _, pf := range st.pfs {
+			if pf.at <= st.off {
+				t.Errorf("a prefetch for the run at %d kept after the run at %d", pf.at, st.off)
+			}
+		}
+	}
+	r.streams.mu.Unlock()
+	r.Close()
+
+	r, ps, _ = streamSegment(t, 8*256)
+	readRuns(t, r, ps, runs)
+	r.Forget(ps[0].Segment)
+	r.streams.wg.Wait()
+	if live := r.streams.live.Load(); live != 0 {
+		t.Errorf("%d prefetches hold buffers after Forget", live)
+	}
+	if _, err := r.ReadRun(ps[1280:1536], func(int, []byte) error { return nil }); err == nil {
+		t.Error("a run of a forgotten segment was read")
+	}
+
+	r, ps, dfs := streamSegment(t, 16*256)
+	dfs.refuse.Store(true)
+	var all [][2]int
+	for i := range 16 {
+		all = append(all, [2]int{i * 256, i*256 + 256})
+	}
+	readRuns(t, r, ps, all)
+	r.streams.wg.Wait()
+	if got := dfs.calls.Load(); got > int64(len(all)+maxDepth) {
+		t.Errorf("direct reads refused: %d attempts for %d runs", got, len(all))
+	}
+}
+
+// openFDs counts the process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
 }
