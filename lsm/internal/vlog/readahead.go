@@ -26,7 +26,8 @@ import (
 // file's 1 MiB READs of blocks written in sequence are). A run that starts
 // at most a record's header and key after the stream's end continues it; a
 // run on its grid a few runs ahead or behind belongs to it too (READs under
-// way at once are noted out of order) but only one ahead moves it on. Any
+// way at once are noted out of order), and one ahead moves it on, one behind
+// does not. Any
 // other run starts a stream of its own, and prefetches begin only once a
 // stream has run at one length for a while (the depth, prefetches under way
 // at once, grows to maxDepth with it): random long reads, a reader going
@@ -43,8 +44,8 @@ import (
 // At most maxStreams streams are followed (the least recently used gives
 // way) and at most maxPrefetches prefetches hold buffers at once, whether
 // under way, waiting to be taken, or given up but not yet finished; a
-// stream that needs one past that takes those of the least recently used
-// stream that holds any.
+// stream that needs one past that gives up those of the least recently used
+// stream that holds any and has been idle for idleRuns runs of the others.
 const (
 	maxStreams    = 16
 	maxDepth      = 3
@@ -231,7 +232,11 @@ func (r *Reader) topUp(st *stream) {
 	st.next = max(st.next, st.end+st.gap)
 	depth := min(maxDepth, st.same/2)
 	for len(st.pfs) < depth {
-		if s.live.Load() >= maxPrefetches && !r.reclaimPrefetches(st) {
+		// Given-up prefetches still reading keep their buffers: reclaim
+		// until one is free or no idle stream holds any.
+		for s.live.Load() >= maxPrefetches && r.reclaimPrefetches(st) {
+		}
+		if s.live.Load() >= maxPrefetches {
 			break
 		}
 		lo := st.next &^ (a - 1)
@@ -261,6 +266,7 @@ func (r *Reader) reclaimPrefetches(st *stream) bool {
 		r.abandon(pf)
 	}
 	lru.pfs = nil
+	lru.next = lru.end // if it goes on, its prefetches start again from there
 	return true
 }
 

@@ -802,6 +802,9 @@ func TestReadRunStreams(t *testing.T) {
 		}
 	}
 	r.Close()
+	if live := r.streams.live.Load(); live != 0 {
+		t.Errorf("%d prefetches hold buffers after Close", live)
+	}
 	// Runs 4 to the last came from prefetches; run 3's prefetch failed its
 	// CRC and was read again.
 	if got, want := r.ReadAheads.Load(), uint64(len(runs)-3); got != want {
@@ -846,7 +849,12 @@ func streamSegments(t *testing.T, n int, maxSize int64) (*Reader, []Pointer, *di
 		t.Fatal(err)
 	}
 	r := NewReader(dfs, dir, nil, 0)
-	t.Cleanup(r.Close)
+	t.Cleanup(func() {
+		r.Close()
+		if live := r.streams.live.Load(); live != 0 {
+			t.Errorf("%d prefetches hold buffers after Close", live)
+		}
+	})
 	return r, ps, dfs
 }
 
@@ -1014,4 +1022,61 @@ func openFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(es)
+}
+
+// TestReadRunPrefetchBound: with every device read stalled, streams that
+// give up their prefetches to a new one do not let more than maxPrefetches
+// hold buffers (given-up ones count until their read ends), and all come
+// back once the reads end and the Reader is closed.
+func TestReadRunPrefetchBound(t *testing.T) {
+	r0, ps, dfs := streamSegment(t, 64)
+	g := &gateFS{directRecorder: dfs, gate: make(chan struct{})}
+	r := NewReader(g, r0.dir, nil, 0)
+	seg := ps[0].Segment
+	const n, gap = 1 << 20, 16
+	peak := int64(0)
+	note := func(base int64, k int) {
+		r.noteRun(seg, base+int64(k)*(n+gap), n)
+		peak = max(peak, r.streams.live.Load())
+	}
+	for s := range 4 { // four streams at full depth: all the buffers
+		for k := range 8 {
+			note(int64(s)<<32, k)
+		}
+	}
+	for k := range 60 { // a fifth, long enough for the others to be idle
+		note(int64(9)<<32, k)
+	}
+	close(g.gate)
+	r.Close()
+	if peak > maxPrefetches {
+		t.Errorf("%d prefetches held buffers at once, more than %d", peak, maxPrefetches)
+	}
+	if live := r.streams.live.Load(); live != 0 {
+		t.Errorf("%d prefetches hold buffers after Close", live)
+	}
+}
+
+// gateFS is a directRecorder whose direct reads wait until gate closes.
+type gateFS struct {
+	*directRecorder
+	gate chan struct{}
+}
+
+type gateFile struct {
+	directFile
+	gate chan struct{}
+}
+
+func (g *gateFS) Open(name string) (vfs.File, error) {
+	f, err := g.directRecorder.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return gateFile{f.(directFile), g.gate}, nil
+}
+
+func (f gateFile) ReadAtDirect(p []byte, off int64) (int, error) {
+	<-f.gate
+	return f.directFile.ReadAtDirect(p, off)
 }
