@@ -59,15 +59,35 @@ type readFile struct {
 }
 
 // directFD is the second descriptor, opened with O_DIRECT at the first
-// direct read, of a file opened for reading.
+// direct read, of a file opened for reading. An open that fails for want
+// of descriptors or memory is tried again at the next read; a filesystem
+// that refuses O_DIRECT is not asked again.
 type directFD struct {
-	once sync.Once
-	fd   int          // -1: none (unsupported, or not yet opened)
-	mu   sync.RWMutex // held shared by reads, exclusively by Close
-	shut bool
-	// refused is set once the filesystem refused a direct read: later
-	// ones fail at once with ErrNoDirect.
+	mu     sync.RWMutex // held shared by reads, exclusively to open and close
+	fd     int          // valid if opened
+	opened bool
+	shut   bool
+	// refused is set once the filesystem refused O_DIRECT (at the open or
+	// at a read): later reads fail at once with ErrNoDirect.
 	refused atomic.Bool
+}
+
+// open opens d's descriptor if it is not open, shut or refused.
+func (d *directFD) open(f readFile) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.opened || d.shut || d.refused.Load() {
+		return
+	}
+	// The same open file through /proc, so a rename or a planted link
+	// cannot swap it.
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	switch {
+	case err == nil:
+		d.fd, d.opened = fd, true
+	case err == unix.EINVAL || err == unix.EOPNOTSUPP:
+		d.refused.Store(true)
+	}
 }
 
 // noCachestat is set once cachestat(2) is found missing (Linux before 6.5)
@@ -100,18 +120,14 @@ func (f readFile) ReadAtDirect(p []byte, off int64) (int, error) {
 		uintptr(unsafe.Pointer(unsafe.SliceData(p)))%DirectAlign != 0 {
 		return 0, fmt.Errorf("direct read of %s at %d: %w", f.Name(), off, unix.EINVAL)
 	}
-	d.once.Do(func() {
-		d.fd = -1
-		// The same open file through /proc, so a rename or a planted link
-		// cannot swap it.
-		fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-		if err == nil {
-			d.fd = fd
-		}
-	})
 	d.mu.RLock()
+	if !d.opened {
+		d.mu.RUnlock()
+		d.open(f)
+		d.mu.RLock()
+	}
 	defer d.mu.RUnlock()
-	if d.fd < 0 || d.shut || d.refused.Load() {
+	if !d.opened || d.shut || d.refused.Load() {
 		return 0, ErrNoDirect
 	}
 	total := 0
@@ -141,9 +157,8 @@ func (f readFile) ReadAtDirect(p []byte, off int64) (int, error) {
 // Close closes the file and its direct descriptor.
 func (f readFile) Close() error {
 	d := f.direct
-	d.once.Do(func() { d.fd = -1 })
 	d.mu.Lock()
-	if d.fd >= 0 && !d.shut {
+	if d.opened && !d.shut {
 		unix.Close(d.fd)
 	}
 	d.shut = true

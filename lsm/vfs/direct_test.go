@@ -138,3 +138,58 @@ func openFDs(t *testing.T) int {
 	}
 	return len(es)
 }
+
+// TestReadAtDirectRetriesOpen: a second descriptor that cannot be opened for
+// want of descriptors (EMFILE) makes that read fall back (ErrNoDirect), and
+// the next read, with descriptors to spare, opens it and reads around the
+// cache: a passing shortage does not turn direct reads off for the file.
+func TestReadAtDirectRetriesOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	want := bytes.Repeat([]byte{7}, 8192)
+	if err := os.WriteFile(path, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := vfs.Default.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := f.(vfs.DirectReader)
+	buf := vfs.AlignedBuffer(8192)
+
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = uint64(lowestFreeFD(t)) // the next open would need a descriptor past it
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.ReadAtDirect(buf, 0)
+	if rerr := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, vfs.ErrNoDirect) {
+		t.Fatalf("ReadAtDirect with no descriptor to spare: %v, want ErrNoDirect", err)
+	}
+	n, err := d.ReadAtDirect(buf, 0)
+	if errors.Is(err, vfs.ErrNoDirect) {
+		t.Fatal("a failed open for want of descriptors turned direct reads off")
+	}
+	if (err != nil && err != io.EOF) || n != len(want) || !bytes.Equal(buf, want) {
+		t.Fatalf("ReadAtDirect after the shortage: %d, %v", n, err)
+	}
+}
+
+// lowestFreeFD returns the lowest descriptor number not in use (the one an
+// open gets).
+func lowestFreeFD(t *testing.T) int {
+	t.Helper()
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	return fd
+}

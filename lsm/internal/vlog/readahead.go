@@ -53,6 +53,9 @@ const (
 	// idleRuns is how many runs of other streams pass before a stream
 	// with none counts as ended.
 	idleRuns = 2 * maxStreams
+	// noDirectPause is how many runs prefetching pauses for after a
+	// prefetch found direct reads refused.
+	noDirectPause = 1024
 )
 
 type stream struct {
@@ -90,12 +93,16 @@ type prefetch struct {
 }
 
 type streams struct {
-	mu       sync.Mutex
-	list     []*stream
-	clock    uint64
-	closed   bool
-	live     atomic.Int64 // prefetches holding or about to hold a buffer
-	noDirect atomic.Bool  // a prefetch found direct reads refused
+	mu     sync.Mutex
+	list   []*stream
+	clock  uint64
+	closed bool
+	live   atomic.Int64 // prefetches holding or about to hold a buffer
+	// noDirect is set by a prefetch that found direct reads refused (a
+	// filesystem without O_DIRECT, or no descriptor to spare); prefetching
+	// then pauses until clock reaches resume.
+	noDirect atomic.Bool
+	resume   uint64
 	wg       sync.WaitGroup
 }
 
@@ -226,7 +233,10 @@ func (r *Reader) topUp(st *stream) {
 		}
 		return false
 	})
-	if st.gap < 0 || st.n > MaxRun || s.closed || s.noDirect.Load() {
+	if s.noDirect.Swap(false) {
+		s.resume = s.clock + noDirectPause
+	}
+	if st.gap < 0 || st.n > MaxRun || s.closed || s.clock < s.resume {
 		return
 	}
 	st.next = max(st.next, st.end+st.gap)

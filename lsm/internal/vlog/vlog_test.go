@@ -962,7 +962,8 @@ func TestReadRunManyStreams(t *testing.T) {
 // gives every buffer back and leaves no segment file open; a reader that
 // skips a run leaves no prefetch for it behind; Forget gives up
 // the segment's prefetches, and reads of it fail from then on; a data
-// directory that refuses direct reads soon stops starting prefetches.
+// directory that refuses direct reads soon stops starting prefetches, for a
+// while.
 func TestReadRunStreamsEnd(t *testing.T) {
 	fds := openFDs(t)
 	r, ps, _ := streamSegment(t, 8*256)
@@ -1011,6 +1012,16 @@ func TestReadRunStreamsEnd(t *testing.T) {
 	r.streams.wg.Wait()
 	if got := dfs.calls.Load(); got > int64(len(all)+maxDepth) {
 		t.Errorf("direct reads refused: %d attempts for %d runs", got, len(all))
+	}
+	// Once direct reads work again, prefetching resumes after its pause.
+	dfs.refuse.Store(false)
+	r.streams.mu.Lock()
+	r.streams.clock += noDirectPause
+	r.streams.mu.Unlock()
+	readRuns(t, r, ps, all)
+	r.streams.wg.Wait()
+	if r.ReadAheads.Load() == 0 {
+		t.Error("no read-ahead after direct reads worked again")
 	}
 }
 
