@@ -532,14 +532,15 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 	bs := uint64(f.bs)
 	first, last := off/bs, (end-1)/bs
 	// putAt copies v, the bytes at file offset lo, into dst where they
-	// overlap.
-	putAt := func(lo uint64, v []byte) {
+	// overlap, and returns where in dst they landed (ok false: nowhere).
+	putAt := func(lo uint64, v []byte) (s, e uint64, ok bool) {
 		hi := lo + uint64(len(v))
 		if hi <= off || lo >= end {
-			return
+			return 0, 0, false
 		}
-		s, e := max(lo, off), min(hi, end)
-		copy(dst[s-off:e-off], v[s-lo:e-lo])
+		s, e = max(lo, off)-off, min(hi, end)-off
+		copy(dst[s:e], v[s+off-lo:])
+		return s, e, true
 	}
 	put := func(idx uint64, v []byte) { putAt(idx*bs, v) }
 	// putDirty lays a buffered block over what dst holds (for a needBase
@@ -595,16 +596,14 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 		if err != nil {
 			return err
 		}
-		lo, hi := idx*bs, idx*bs+uint64(len(v))
-		if hi <= off || lo >= end {
+		s, e, ok := putAt(idx*bs, v)
+		if !ok {
 			return nil
 		}
-		s, e := max(lo, off)-off, min(hi, end)-off
 		if s < pos {
 			return &CorruptError{What: "block key", Key: append([]byte(nil), k...), Reason: "out of order"} // keys are sorted
 		}
 		clear(dst[pos:s])
-		copy(dst[s:e], v[s+off-lo:])
 		pos = e
 		return nil
 	})

@@ -61,7 +61,6 @@ const (
 type stream struct {
 	seg  uint64
 	off  int64 // where its furthest run starts
-	end  int64 // and ends
 	n    int   // that run's length
 	gap  int64 // bytes between its runs; -1 until two runs followed each other
 	same int   // runs in a row of length n that moved it on
@@ -69,6 +68,9 @@ type stream struct {
 	pfs  []*prefetch
 	used uint64 // streams.clock at its last run
 }
+
+// end is where the stream's furthest run ends.
+func (st *stream) end() int64 { return st.off + int64(st.n) }
 
 // Prefetch states: the reading goroutine and a stream that gives up the
 // prefetch race to finish; the second to arrive gives the buffer back.
@@ -109,9 +111,11 @@ type streams struct {
 // errPrefetchCached ends a prefetch of a range the page cache holds.
 var errPrefetchCached = errors.New("vlog: prefetch: range cached")
 
-// takePrefetch returns a prefetch of seg that holds [lo, hi), taken from
-// its stream, or nil. The caller waits for it and releases it.
-func (r *Reader) takePrefetch(seg uint64, lo, hi int64) *prefetch {
+// takePrefetch returns a prefetch of seg that holds [off, off+n) widened to
+// aligned blocks, taken from its stream, or nil. The caller waits for it
+// and releases it.
+func (r *Reader) takePrefetch(seg uint64, off int64, n int) *prefetch {
+	lo, hi := alignedSpan(off, n)
 	s := &r.streams
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -175,14 +179,13 @@ func (r *Reader) noteRun(seg uint64, off int64, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clock++
-	end := off + int64(n)
 	for _, st := range s.list {
 		if st.seg != seg {
 			continue
 		}
 		switch {
-		case off >= st.end && off-st.end <= maxRecordGap: // continues it
-			st.gap = off - st.end
+		case off >= st.end() && off-st.end() <= maxRecordGap: // continues it
+			st.gap = off - st.end()
 		case st.gap >= 0 && n == st.n && off != st.off && (off-st.off)%(int64(n)+st.gap) == 0 &&
 			abs((off-st.off)/(int64(n)+st.gap)) <= maxDepth+1: // on its grid
 			if off < st.off {
@@ -200,11 +203,11 @@ func (r *Reader) noteRun(seg uint64, off int64, n int) {
 		} else {
 			st.same = 1
 		}
-		st.off, st.end, st.n, st.used = off, end, n, s.clock
+		st.off, st.n, st.used = off, n, s.clock
 		r.topUp(st)
 		return
 	}
-	st := &stream{seg: seg, off: off, end: end, n: n, gap: -1, same: 1, next: end, used: s.clock}
+	st := &stream{seg: seg, off: off, n: n, gap: -1, same: 1, next: off + int64(n), used: s.clock}
 	if len(s.list) < maxStreams {
 		s.list = append(s.list, st)
 		return
@@ -224,7 +227,6 @@ func (r *Reader) noteRun(seg uint64, off int64, n int) {
 // topUp gives up st's prefetches for runs before its last and starts those of
 // its next runs, up to its depth. r.streams.mu is held.
 func (r *Reader) topUp(st *stream) {
-	const a = vfs.DirectAlign
 	s := &r.streams
 	st.pfs = slices.DeleteFunc(st.pfs, func(pf *prefetch) bool {
 		if pf.at < st.off {
@@ -239,7 +241,7 @@ func (r *Reader) topUp(st *stream) {
 	if st.gap < 0 || st.n > MaxRun || s.closed || s.clock < s.resume {
 		return
 	}
-	st.next = max(st.next, st.end+st.gap)
+	st.next = max(st.next, st.end()+st.gap)
 	depth := min(maxDepth, st.same/2)
 	for len(st.pfs) < depth {
 		// Given-up prefetches still reading keep their buffers: reclaim
@@ -249,8 +251,7 @@ func (r *Reader) topUp(st *stream) {
 		if s.live.Load() >= maxPrefetches {
 			break
 		}
-		lo := st.next &^ (a - 1)
-		hi := (st.next + int64(st.n) + a - 1) &^ (a - 1)
+		lo, hi := alignedSpan(st.next, st.n)
 		st.pfs = append(st.pfs, r.startPrefetch(st.seg, st.next, lo, int(hi-lo)))
 		st.next += int64(st.n) + st.gap
 	}
@@ -276,7 +277,7 @@ func (r *Reader) reclaimPrefetches(st *stream) bool {
 		r.abandon(pf)
 	}
 	lru.pfs = nil
-	lru.next = lru.end // if it goes on, its prefetches start again from there
+	lru.next = lru.end() // if it goes on, its prefetches start again from there
 	return true
 }
 

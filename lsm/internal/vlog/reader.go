@@ -237,6 +237,12 @@ const maxRecordGap = 256
 // runBufs holds ReadRun's buffers, each aligned to vfs.DirectAlign.
 var runBufs = sync.Pool{New: func() any { return new([]byte) }}
 
+// alignedSpan returns [off, off+n) widened to vfs.DirectAlign.
+func alignedSpan(off int64, n int) (lo, hi int64) {
+	const a = vfs.DirectAlign
+	return off &^ (a - 1), (off + int64(n) + a - 1) &^ (a - 1)
+}
+
 // readRun reads the n bytes at off of f into *bp, a buffer aligned to
 // vfs.DirectAlign (replaced by a larger one if short of room), and returns
 // them, with the count read and ReadAt's error. A run of DropRunMin or more
@@ -253,9 +259,7 @@ func readRun(f vfs.File, bp *[]byte, off int64, n int, before func()) (b []byte,
 		return (*bp)[:size]
 	}
 	if dr, ok := f.(vfs.DirectReader); ok && n >= DropRunMin && !dr.Cached(off, int64(n)) {
-		const a = vfs.DirectAlign
-		lo := off &^ (a - 1)
-		hi := (off + int64(n) + a - 1) &^ (a - 1)
+		lo, hi := alignedSpan(off, n)
 		buf := grow(int(hi - lo))
 		before()
 		k, err := dr.ReadAtDirect(buf, lo)
@@ -292,8 +296,7 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	}
 	off, n := int64(first.Offset), int(last.Offset+uint64(last.Len)-first.Offset)
 	if n >= DropRunMin {
-		const a = vfs.DirectAlign
-		if pf := r.takePrefetch(first.Segment, off&^(a-1), (off+int64(n)+a-1)&^(a-1)); pf != nil {
+		if pf := r.takePrefetch(first.Segment, off, n); pf != nil {
 			b, ok := usePrefetch(pf, ps, off, n)
 			if ok {
 				defer r.releasePrefetch(pf)
