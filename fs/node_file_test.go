@@ -515,7 +515,8 @@ func mustCheck(t *testing.T, e *env) fs.Report {
 // TestWriteOnlyHandlesAreDirect: on a kernel new enough (protocol 7.45),
 // write-only handles bypass the kernel's page cache (FOPEN_DIRECT_IO), others
 // keep it (FOPEN_KEEP_CACHE); with the writeback cache, or an older kernel,
-// every handle keeps it.
+// every handle keeps it. Read-only handles ask for no FLUSH at close
+// (FOPEN_NOFLUSH).
 func TestWriteOnlyHandlesAreDirect(t *testing.T) {
 	for _, minor := range []uint32{44, 45} {
 		for _, wbc := range []bool{false, true} {
@@ -534,6 +535,9 @@ func TestWriteOnlyHandlesAreDirect(t *testing.T) {
 				want := uint32(fuse.FOPEN_KEEP_CACHE)
 				if minor >= 45 && !wbc && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
 					want |= fuse.FOPEN_DIRECT_IO
+				}
+				if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+					want |= fuse.FOPEN_NOFLUSH
 				}
 				if co.OpenFlags != want || oo.OpenFlags != want {
 					t.Errorf("kernel 7.%d, writeback cache %v, flags %#o: create %#x, open %#x; want %#x", minor, wbc, flags, co.OpenFlags, oo.OpenFlags, want)
