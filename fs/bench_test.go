@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/lsm"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
@@ -269,4 +271,73 @@ func newTableEnv(t *testing.T, blockSize int) *env {
 	e.opts = fs.Options{}
 	e.open()
 	return e
+}
+
+// BenchmarkSmallFiles measures the daemon's side of the harness's small-file
+// rows without the kernel: per file, a readdirplus entry, an open, 4 KiB
+// read and release, and an unlink (with the GETATTR of the parent the
+// kernel sends before each, and the FORGET after). 2,000 files in 10 directories are created
+// before each pass, outside the timer.
+//
+//	go test ./fs -run XXX -bench SmallFiles -cpuprofile cpu.out
+func BenchmarkSmallFiles(b *testing.B) {
+	const dirs, files = 10, 2000
+	e := newBenchEnv(b, 0)
+	data := pattern(4096, 1)
+	pass := 0
+	for _, step := range []string{"readdirplus", "read", "unlink"} {
+		b.Run(step, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				pass++
+				top := e.mustMkdir(1, fmt.Sprintf("t%d", pass))
+				ds := make([]uint64, dirs)
+				inos := make([]uint64, files)
+				for d := range ds {
+					ds[d] = e.mustMkdir(top, fmt.Sprintf("d%d", d))
+				}
+				for k := range inos {
+					ino, fh := e.mustCreate(ds[k%dirs], fmt.Sprintf("f%d", k))
+					e.mustWrite(ino, fh, 0, data)
+					e.release(ino, fh)
+					inos[k] = ino
+				}
+				b.StartTimer()
+				switch step {
+				case "readdirplus":
+					for _, d := range ds {
+						fh, _ := e.opendir(d)
+						for off := uint64(0); ; {
+							ents, _, err := e.readdirAt(d, fh, off, 4096, true)
+							if err != 0 || len(ents) == 0 {
+								break
+							}
+							off = ents[len(ents)-1].Off
+						}
+						e.releasedir(d, fh)
+					}
+				case "read":
+					for _, ino := range inos {
+						var oo fuse.OpenOut
+						if st := e.raw.Open(nil, &fuse.OpenIn{InHeader: e.hdr(ino), Flags: syscall.O_RDONLY}, &oo); st != fuse.OK {
+							b.Fatal(st)
+						}
+						if _, err := e.read(ino, oo.Fh, 0, 4096); err != 0 {
+							b.Fatal(err)
+						}
+						e.release(ino, oo.Fh)
+					}
+				case "unlink":
+					for k := range inos {
+						e.getattr(ds[k%dirs])
+						if err := e.unlink(ds[k%dirs], fmt.Sprintf("f%d", k)); err != 0 {
+							b.Fatal(err)
+						}
+						e.raw.Forget(inos[k], 1)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*files), "ns/file")
+		})
+	}
 }
