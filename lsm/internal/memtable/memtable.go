@@ -19,6 +19,7 @@ type Memtable struct {
 	points    *skiplist
 	rangeDels *skiplist
 	filter    *keyFilter // user keys of points
+	index     *pointIndex
 
 	count         atomic.Uint64 // point entries
 	pointBytes    atomic.Uint64 // encoded keys and values of the point entries
@@ -42,7 +43,7 @@ func New(capacity uint32) *Memtable {
 	a := newArena(capacity)
 	// Entries take at least ~50 arena bytes; most of the engine's are
 	// larger. Smaller ones only raise the false-positive rate.
-	m := &Memtable{arena: a, filter: newKeyFilter(int(capacity / 128))}
+	m := &Memtable{arena: a, filter: newKeyFilter(int(capacity / 128)), index: newPointIndex(int(capacity / 96))}
 	var err error
 	if m.points, err = newSkiplist(a); err != nil {
 		panic(err) // cannot happen: capacity covers two heads
@@ -58,16 +59,19 @@ func New(capacity uint32) *Memtable {
 func (m *Memtable) Add(key base.InternalKey, value []byte) error {
 	m.keyBuf = key.Append(m.keyBuf[:0])
 	if key.Kind() == base.KindRangeDelete {
-		if err := m.rangeDels.add(m.keyBuf, value); err != nil {
+		if _, err := m.rangeDels.add(m.keyBuf, value); err != nil {
 			return err
 		}
 		m.numTombstones.Add(1)
 		return nil
 	}
-	m.filter.add(hashKey(key.UserKey)) // before the entry is linked
-	if err := m.points.add(m.keyBuf, value); err != nil {
+	h := hashKey(key.UserKey)
+	m.filter.add(h) // before the entry is linked
+	nd, err := m.points.add(m.keyBuf, value)
+	if err != nil {
 		return err
 	}
+	m.index.put(m.points, h, key.UserKey, nd)
 	m.count.Add(1)
 	m.pointBytes.Add(uint64(len(m.keyBuf) + len(value)))
 	return nil
@@ -97,7 +101,17 @@ func (m *Memtable) NumTombstones() uint64 { return m.numTombstones.Load() }
 
 // Get returns the newest point entry for ukey with a sequence number <= snap.
 func (m *Memtable) Get(ukey []byte, snap base.SeqNum) (key base.InternalKey, value []byte, found bool) {
-	if !m.filter.mayContain(hashKey(ukey)) {
+	h := hashKey(ukey)
+	if !m.filter.mayContain(h) {
+		return base.InternalKey{}, nil, false
+	}
+	switch nd, known := m.index.get(m.points, h, ukey); {
+	case nd != 0:
+		if k, _ := base.DecodeInternalKey(m.points.key(nd)); k.Seq() <= snap {
+			return k, m.points.value(nd), true
+		}
+		// Newer than the reader may see: the list has the older ones.
+	case known:
 		return base.InternalKey{}, nil, false
 	}
 	var buf [64]byte

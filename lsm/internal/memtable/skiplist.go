@@ -142,8 +142,9 @@ func compareKeys(a, b []byte) int {
 	return 0
 }
 
-// add inserts an encoded internal key. Single writer only.
-func (s *skiplist) add(key, value []byte) error {
+// add inserts an encoded internal key and returns its node. Single writer
+// only.
+func (s *skiplist) add(key, value []byte) (uint32, error) {
 	var prev [maxHeight]uint32
 	x := s.head
 	p := keyPrefix(key)
@@ -161,7 +162,7 @@ func (s *skiplist) add(key, value []byte) error {
 	h := s.randomHeight()
 	nd, err := s.newNode(key, value, h)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if h > listHeight {
 		for lvl := listHeight; lvl < h; lvl++ {
@@ -173,7 +174,7 @@ func (s *skiplist) add(key, value []byte) error {
 		s.setNext(nd, lvl, s.next(prev[lvl], lvl))
 		s.setNext(prev[lvl], lvl, nd)
 	}
-	return nil
+	return nd, nil
 }
 
 // seekGE returns the first node whose key is >= key (encoded internal key
