@@ -32,7 +32,5 @@
 // eighth of the arena), so Get of a key the segment holds costs a few cache
 // misses instead of a search down the list. A slot is published after its
 // node is linked; Get falls back on the list for an entry newer than its
-// snapshot, and for keys the index had no room for. A Flat keeps the same
-// index, sized for its keys when it is built, pointing at each key's first
-// (newest) entry.
+// snapshot, and for keys the index had no room for.
 package memtable

@@ -23,7 +23,6 @@ type Flat struct {
 	prefix []uint64
 	tombs  []base.RangeTombstone // fragmented
 	filter *keyFilter            // user keys of ents
-	index  *pointIndex           // user key -> 1 + its first (newest) entry
 }
 
 type flatEnt struct {
@@ -65,20 +64,9 @@ func (b *FlatBuilder) Finish(tombs []base.RangeTombstone) *Flat {
 	f.ents = trim(f.ents)
 	f.prefix = trim(f.prefix)
 	f.filter = newKeyFilter(len(f.ents))
-	keys := 0
 	for i := range f.ents {
-		if i == 0 || !bytes.Equal(f.userKeyAt(i), f.userKeyAt(i-1)) {
-			keys++
-		}
-	}
-	f.index = newPointIndex(keys, flatLoad)
-	for i := range f.ents {
-		u := f.userKeyAt(i)
-		h := hashKey(u)
-		f.filter.add(h)
-		if i == 0 || !bytes.Equal(u, f.userKeyAt(i-1)) {
-			f.index.put(h, u, uint32(i+1), f.refKey, func(ref, old uint32) bool { return false })
-		}
+		k, _ := base.DecodeInternalKey(f.key(i))
+		f.filter.add(hashKey(k.UserKey))
 	}
 	if len(tombs) > 0 {
 		f.tombs = make([]base.RangeTombstone, len(tombs))
@@ -108,9 +96,6 @@ func (f *Flat) Size() uint64 {
 	if f.filter != nil {
 		n += f.filter.size()
 	}
-	if f.index != nil {
-		n += f.index.size()
-	}
 	for _, t := range f.tombs {
 		n += uint64(len(t.Start)+len(t.End)) + 40
 	}
@@ -137,8 +122,8 @@ func (f *Flat) value(i int) []byte {
 	return f.data[s : s+e.valLen : s+e.valLen]
 }
 
-// seek returns the index of the first entry whose encoded key is >= key.
-func (f *Flat) seek(key []byte) int {
+// search returns the index of the first entry whose encoded key is >= key.
+func (f *Flat) search(key []byte) int {
 	p := keyPrefix(key)
 	lo, hi := 0, len(f.ents)
 	for lo < hi {
@@ -160,29 +145,11 @@ func (f *Flat) seek(key []byte) int {
 
 // Get returns the newest point entry for ukey with a sequence number <= snap.
 func (f *Flat) Get(ukey []byte, snap base.SeqNum) (key base.InternalKey, value []byte, found bool) {
-	if f.filter == nil {
-		return f.search(ukey, snap)
-	}
-	h := hashKey(ukey)
-	if !f.filter.mayContain(h) {
+	if f.filter != nil && !f.filter.mayContain(hashKey(ukey)) {
 		return base.InternalKey{}, nil, false
 	}
-	switch ref, known := f.index.get(h, ukey, f.refKey); {
-	case ref != 0:
-		if k, _ := base.DecodeInternalKey(f.key(int(ref - 1))); k.Seq() <= snap {
-			return k, f.value(int(ref - 1)), true
-		}
-		// Newer than the reader may see: the search finds the older ones.
-	case known:
-		return base.InternalKey{}, nil, false
-	}
-	return f.search(ukey, snap)
-}
-
-// search is Get by binary search.
-func (f *Flat) search(ukey []byte, snap base.SeqNum) (key base.InternalKey, value []byte, found bool) {
 	var buf [64]byte
-	i := f.seek(base.MakeInternalKey(ukey, snap, base.KindMax).Append(buf[:0]))
+	i := f.search(base.MakeInternalKey(ukey, snap, base.KindMax).Append(buf[:0]))
 	if i >= len(f.ents) {
 		return base.InternalKey{}, nil, false
 	}
@@ -216,13 +183,13 @@ func (it *FlatIter) load() bool {
 
 // SeekGE implements base.InternalIterator.
 func (it *FlatIter) SeekGE(key []byte) bool {
-	it.i = it.f.seek(base.MakeInternalKey(key, base.MaxSeqNum, base.KindMax).Append(it.buf[:0]))
+	it.i = it.f.search(base.MakeInternalKey(key, base.MaxSeqNum, base.KindMax).Append(it.buf[:0]))
 	return it.load()
 }
 
 // SeekLT implements base.InternalIterator.
 func (it *FlatIter) SeekLT(key []byte) bool {
-	it.i = it.f.seek(base.MakeInternalKey(key, base.MaxSeqNum, base.KindMax).Append(it.buf[:0])) - 1
+	it.i = it.f.search(base.MakeInternalKey(key, base.MaxSeqNum, base.KindMax).Append(it.buf[:0])) - 1
 	return it.load()
 }
 
@@ -299,6 +266,3 @@ func (f *Flat) SampleUserKeys(n int) [][]byte {
 	}
 	return out
 }
-
-// refKey is the user key of index ref ref (entry ref-1).
-func (f *Flat) refKey(ref uint32) []byte { return f.userKeyAt(int(ref - 1)) }

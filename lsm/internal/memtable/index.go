@@ -21,7 +21,7 @@ import (
 // removed. A reader that can see an entry (its sequence number is at or below
 // the reader's, which the engine publishes after the whole batch is added)
 // finds it, or a newer one of the same key, in the index; for a newer one it
-// is not allowed to see, it searches the list. Past its fill ratio the index takes
+// is not allowed to see, it searches the list. Past maxLoad the index takes
 // no more keys and says so (full): a miss then proves nothing and Get
 // searches the list.
 type pointIndex struct {
@@ -32,24 +32,17 @@ type pointIndex struct {
 	full  atomic.Bool
 }
 
-// Fill ratios: a skiplist's index takes no new keys past listLoad (linear
-// probing slows down sharply beyond it, for misses most); a Flat's, built
-// once for a known number of keys that are then looked up present (a
-// segment's filter turns most misses away), is sized for up to flatLoad,
-// half the memory at some lookups' cost of a probe or two more.
-const (
-	listLoad = 0.7
-	flatLoad = 0.9
-)
+// maxLoad is the fill ratio past which the index takes no new keys (linear
+// probing slows down sharply beyond it).
+const maxLoad = 0.7
 
-// newPointIndex returns an index for about keys keys at a fill ratio of at
-// most load.
-func newPointIndex(keys int, load float64) *pointIndex {
+// newPointIndex returns an index for about keys keys.
+func newPointIndex(keys int) *pointIndex {
 	n := uint64(1)
-	for float64(n)*load < float64(max(keys, 16)) {
+	for float64(n)*maxLoad < float64(max(keys, 16)) {
 		n <<= 1
 	}
-	return &pointIndex{slots: make([]atomic.Uint64, n), mask: n - 1, limit: int(float64(n) * load)}
+	return &pointIndex{slots: make([]atomic.Uint64, n), mask: n - 1, limit: int(float64(n) * maxLoad)}
 }
 
 // userKey returns node nd's user key.
@@ -64,47 +57,47 @@ func (s *skiplist) trailer(nd uint32) uint64 {
 	return binary.LittleEndian.Uint64(k[len(k)-base.TrailerLen:])
 }
 
-// newer reports whether node a's entry is newer than node b's.
-func (s *skiplist) newer(a, b uint32) bool { return s.trailer(a) > s.trailer(b) }
-
-// slot returns the slot holding ukey (hash h), or the empty slot where it
-// would go (v == 0); keyOf returns the user key of a ref.
-func (x *pointIndex) slot(h uint64, ukey []byte, keyOf func(uint32) []byte) (i, v uint64) {
+// put records nd, an entry of user key ukey (hash h), unless the index holds
+// a newer entry of the key. A full index still takes new entries of the keys
+// it holds: an entry it keeps must stay the newest. Writer only.
+func (x *pointIndex) put(s *skiplist, h uint64, ukey []byte, nd uint32) {
 	tag := h >> 32
-	for i = h & x.mask; ; i = (i + 1) & x.mask {
-		v = x.slots[i].Load()
-		if v == 0 || v>>32 == tag && bytes.Equal(keyOf(uint32(v)), ukey) {
-			return i, v
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.slots[i].Load()
+		if v == 0 {
+			if x.used >= x.limit {
+				x.full.Store(true)
+				return
+			}
+			x.used++
+			x.slots[i].Store(tag<<32 | uint64(nd))
+			return
+		}
+		if v>>32 == tag {
+			old := uint32(v)
+			if bytes.Equal(s.userKey(old), ukey) {
+				if s.trailer(nd) > s.trailer(old) {
+					x.slots[i].Store(tag<<32 | uint64(nd))
+				}
+				return
+			}
 		}
 	}
 }
 
-// put records ref, an entry of user key ukey (hash h): newer says whether
-// it is newer than old, the entry the index holds for the key. A full index
-// still takes new entries of the keys it holds: an entry it keeps must stay
-// the newest. Writer only.
-func (x *pointIndex) put(h uint64, ukey []byte, ref uint32, keyOf func(uint32) []byte, newer func(ref, old uint32) bool) {
-	i, v := x.slot(h, ukey, keyOf)
-	switch {
-	case v == 0 && x.used >= x.limit:
-		x.full.Store(true)
-		return
-	case v == 0:
-		x.used++
-	case !newer(ref, uint32(v)):
-		return
+// get returns the node of ukey's newest indexed entry; with none, known says
+// whether the key is known to be absent (the index is not full).
+func (x *pointIndex) get(s *skiplist, h uint64, ukey []byte) (nd uint32, known bool) {
+	tag := h >> 32
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.slots[i].Load()
+		if v == 0 {
+			return 0, !x.full.Load()
+		}
+		if v>>32 == tag && bytes.Equal(s.userKey(uint32(v)), ukey) {
+			return uint32(v), true
+		}
 	}
-	x.slots[i].Store(h>>32<<32 | uint64(ref))
-}
-
-// get returns the ref of ukey's newest indexed entry (0 for none); with
-// none, known says whether the key is known to be absent (the index is not
-// full).
-func (x *pointIndex) get(h uint64, ukey []byte, keyOf func(uint32) []byte) (ref uint32, known bool) {
-	if _, v := x.slot(h, ukey, keyOf); v != 0 {
-		return uint32(v), true
-	}
-	return 0, !x.full.Load()
 }
 
 // size is the index's memory in bytes.

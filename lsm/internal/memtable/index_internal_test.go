@@ -22,7 +22,7 @@ var indexSizes = []struct {
 func newTestMemtable(capacity uint32, indexKeys int) *Memtable {
 	m := New(capacity)
 	if indexKeys > 0 {
-		m.index = newPointIndex(indexKeys, listLoad)
+		m.index = newPointIndex(indexKeys)
 	}
 	return m
 }
@@ -59,17 +59,6 @@ func TestPointIndexMatchesModel(t *testing.T) {
 			if full := m.index.full.Load(); full != (sz.keys > 0) {
 				t.Fatalf("index full = %v", full)
 			}
-			// The same entries flattened: a Flat's index is sized for its
-			// keys, and takes them all.
-			var b FlatBuilder
-			it := m.NewIter()
-			for ok := it.First(); ok; ok = it.Next() {
-				b.Add(it.Key(), it.Value())
-			}
-			f := b.Finish(nil)
-			if f.index.full.Load() || f.index.used != len(model) {
-				t.Fatalf("flat index: full %v, %d keys of %d", f.index.full.Load(), f.index.used, len(model))
-			}
 			for range 20000 {
 				k := fmt.Sprintf("k%05d", rng.IntN(2100)) // some never written
 				snap := base.SeqNum(rng.IntN(int(seq) + 10))
@@ -79,17 +68,12 @@ func TestPointIndexMatchesModel(t *testing.T) {
 						want = &model[k][i]
 					}
 				}
-				for _, seg := range []struct {
-					name string
-					get  func([]byte, base.SeqNum) (base.InternalKey, []byte, bool)
-				}{{"skiplist", m.Get}, {"flat", f.Get}} {
-					got, v, ok := seg.get([]byte(k), snap)
-					switch {
-					case ok != (want != nil):
-						t.Fatalf("%s: Get(%s, %d): found %v, want %v", seg.name, k, snap, ok, want != nil)
-					case ok && (got.Seq() != want.seq || got.Kind() != want.kind || string(v) != want.v):
-						t.Fatalf("%s: Get(%s, %d) = %v %q, want seq %d kind %d %q", seg.name, k, snap, got, v, want.seq, want.kind, want.v)
-					}
+				got, v, ok := m.Get([]byte(k), snap)
+				switch {
+				case ok != (want != nil):
+					t.Fatalf("Get(%s, %d): found %v, want %v", k, snap, ok, want != nil)
+				case ok && (got.Seq() != want.seq || got.Kind() != want.kind || string(v) != want.v):
+					t.Fatalf("Get(%s, %d) = %v %q, want seq %d kind %d %q", k, snap, got, v, want.seq, want.kind, want.v)
 				}
 			}
 		})
@@ -155,11 +139,10 @@ func TestPointIndexRacingWriter(t *testing.T) {
 }
 
 // BenchmarkGet looks up random keys of an 8 MiB memtable of inode-like keys
-// (the size of the engine's active segment), as a skiplist and flattened:
-// "list" and "flat-search" are the searches the indexes replace, "index" and
-// "flat-index" the indexes. Keys are drawn at random, so most memory a search
-// touches is a cache miss, as on a mount, where the kernel's work between
-// two requests evicts it.
+// (the size of the engine's active segment): "list" is the skiplist search
+// the index replaces, "index" the index. Keys are drawn at random, so most
+// nodes a search visits are cache misses, as on a mount, where the kernel's
+// work between two requests evicts them.
 func BenchmarkGet(b *testing.B) {
 	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'I'}, uint64(i)) }
 	m := New(8 << 20)
@@ -169,32 +152,19 @@ func BenchmarkGet(b *testing.B) {
 			break
 		}
 	}
-	var fb FlatBuilder
-	it := m.NewIter()
-	for ok := it.First(); ok; ok = it.Next() {
-		fb.Add(it.Key(), it.Value())
-	}
-	f := fb.Finish(nil)
-	list := &pointIndex{slots: make([]atomic.Uint64, 1)}
-	list.full.Store(true)
-	for _, mode := range []string{"list", "index", "flat-search", "flat-index"} {
+	for _, mode := range []string{"list", "index"} {
 		b.Run(mode, func(b *testing.B) {
-			get := m.Get
-			switch mode {
-			case "list":
-				idx := m.index
-				m.index = list
-				defer func() { m.index = idx }()
-			case "flat-search":
-				get = f.search
-			case "flat-index":
-				get = f.Get
+			idx := m.index
+			if mode == "list" {
+				m.index = &pointIndex{slots: make([]atomic.Uint64, 1), mask: 0}
+				m.index.full.Store(true)
 			}
+			defer func() { m.index = idx }()
 			rng := rand.New(rand.NewPCG(1, 2))
 			b.ReportMetric(float64(n), "keys")
 			b.ResetTimer()
 			for range b.N {
-				if _, _, ok := get(key(rng.IntN(n)), base.MaxSeqNum); !ok {
+				if _, _, ok := m.Get(key(rng.IntN(n)), base.MaxSeqNum); !ok {
 					b.Fatal("missing key")
 				}
 			}

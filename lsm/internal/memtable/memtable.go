@@ -43,7 +43,7 @@ func New(capacity uint32) *Memtable {
 	a := newArena(capacity)
 	// Entries take at least ~50 arena bytes; most of the engine's are
 	// larger. Smaller ones only raise the false-positive rate.
-	m := &Memtable{arena: a, filter: newKeyFilter(int(capacity / 128)), index: newPointIndex(int(capacity/96), listLoad)}
+	m := &Memtable{arena: a, filter: newKeyFilter(int(capacity / 128)), index: newPointIndex(int(capacity / 96))}
 	var err error
 	if m.points, err = newSkiplist(a); err != nil {
 		panic(err) // cannot happen: capacity covers two heads
@@ -71,7 +71,7 @@ func (m *Memtable) Add(key base.InternalKey, value []byte) error {
 	if err != nil {
 		return err
 	}
-	m.index.put(h, key.UserKey, nd, m.points.userKey, m.points.newer)
+	m.index.put(m.points, h, key.UserKey, nd)
 	m.count.Add(1)
 	m.pointBytes.Add(uint64(len(m.keyBuf) + len(value)))
 	return nil
@@ -105,7 +105,7 @@ func (m *Memtable) Get(ukey []byte, snap base.SeqNum) (key base.InternalKey, val
 	if !m.filter.mayContain(h) {
 		return base.InternalKey{}, nil, false
 	}
-	switch nd, known := m.index.get(h, ukey, m.points.userKey); {
+	switch nd, known := m.index.get(m.points, h, ukey); {
 	case nd != 0:
 		if k, _ := base.DecodeInternalKey(m.points.key(nd)); k.Seq() <= snap {
 			return k, m.points.value(nd), true
