@@ -78,12 +78,13 @@ func (m *memTable) Empty() bool {
 	return m.skl.Empty()
 }
 
-// Memory is the memory the segment holds (a skiplist's whole arena).
+// Memory is the memory the segment holds (a skiplist's whole arena, and
+// its filter and index).
 func (m *memTable) Memory() uint64 {
 	if m.flat != nil {
 		return m.flat.Size()
 	}
-	return m.skl.Capacity()
+	return m.skl.Memory()
 }
 
 // Entries is the number of point entries in the segment.

@@ -28,9 +28,11 @@
 // key. Bits are set before an entry is linked; the filter never hides one.
 //
 // A skiplist segment also keeps a hash index from each user key to the node
-// of its newest entry (index.go, outside the arena: 8 bytes a slot, about an
-// eighth of the arena), so Get of a key the segment holds costs a few cache
-// misses instead of a search down the list. A slot is published after its
-// node is linked; Get falls back on the list for an entry newer than its
-// snapshot, and for keys the index had no room for.
+// of its newest entry (index.go, outside the arena: 8 bytes a slot, a
+// seventh of the arena's size, counted in the segment's memory), so Get of a
+// key the segment holds costs a few cache misses instead of a search down
+// the list. A slot is published after its node is linked; Get falls back on
+// the list for an entry newer than its snapshot, and for keys the index had
+// no room for. Flat segments keep their binary search: an index there took
+// most of the memory flattening saves.
 package memtable

@@ -26,7 +26,6 @@ import (
 // searches the list.
 type pointIndex struct {
 	slots []atomic.Uint64
-	mask  uint64
 	used  int // writer only
 	limit int
 	full  atomic.Bool
@@ -34,15 +33,29 @@ type pointIndex struct {
 
 // maxLoad is the fill ratio past which the index takes no new keys (linear
 // probing slows down sharply beyond it).
-const maxLoad = 0.7
+const maxLoad = 0.75
 
-// newPointIndex returns an index for about keys keys.
+// newPointIndex returns an index for keys keys. The table has any number
+// of slots (a hash picks its first by multiplication, not a mask), so its
+// memory follows keys closely: 8/maxLoad bytes a key.
 func newPointIndex(keys int) *pointIndex {
-	n := uint64(1)
-	for float64(n)*maxLoad < float64(max(keys, 16)) {
-		n <<= 1
+	keys = max(keys, 16)
+	n := int(float64(keys)/maxLoad) + 1
+	return &pointIndex{slots: make([]atomic.Uint64, n), limit: keys}
+}
+
+// first is the slot where the probe for hash h starts: its low 32 bits
+// scaled to the table.
+func (x *pointIndex) first(h uint64) int {
+	return int(uint64(uint32(h)) * uint64(len(x.slots)) >> 32)
+}
+
+// next is the slot after i, wrapping.
+func (x *pointIndex) next(i int) int {
+	if i++; i == len(x.slots) {
+		return 0
 	}
-	return &pointIndex{slots: make([]atomic.Uint64, n), mask: n - 1, limit: int(float64(n) * maxLoad)}
+	return i
 }
 
 // userKey returns node nd's user key.
@@ -62,7 +75,7 @@ func (s *skiplist) trailer(nd uint32) uint64 {
 // it holds: an entry it keeps must stay the newest. Writer only.
 func (x *pointIndex) put(s *skiplist, h uint64, ukey []byte, nd uint32) {
 	tag := h >> 32
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
+	for i := x.first(h); ; i = x.next(i) {
 		v := x.slots[i].Load()
 		if v == 0 {
 			if x.used >= x.limit {
@@ -89,7 +102,7 @@ func (x *pointIndex) put(s *skiplist, h uint64, ukey []byte, nd uint32) {
 // whether the key is known to be absent (the index is not full).
 func (x *pointIndex) get(s *skiplist, h uint64, ukey []byte) (nd uint32, known bool) {
 	tag := h >> 32
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
+	for i := x.first(h); ; i = x.next(i) {
 		v := x.slots[i].Load()
 		if v == 0 {
 			return 0, !x.full.Load()

@@ -29,54 +29,63 @@ func newTestMemtable(capacity uint32, indexKeys int) *Memtable {
 
 // TestPointIndexMatchesModel: Get, answered from the index where it can be,
 // matches a model of every version at random snapshots, including versions
-// newer than the snapshot (the index holds the newest) and deletions.
+// newer than the snapshot (the index holds the newest) and deletions; with
+// the versions added in order (as the engine adds them), and shuffled (an
+// older version added after a newer one must not take its slot).
 func TestPointIndexMatchesModel(t *testing.T) {
 	for _, sz := range indexSizes {
-		t.Run(sz.name, func(t *testing.T) {
-			seed := rand.Uint64()
-			t.Logf("seed %d", seed)
-			rng := rand.New(rand.NewPCG(seed, 11))
-			m := newTestMemtable(4<<20, sz.keys)
-			type version struct {
-				seq  base.SeqNum
-				kind base.Kind
-				v    string
-			}
-			model := map[string][]version{} // oldest first
-			seq := base.SeqNum(1)
-			for i := range 20000 {
-				k := fmt.Sprintf("k%05d", rng.IntN(2000))
-				kind, v := base.KindSet, fmt.Sprint(i)
-				if rng.IntN(4) == 0 {
-					kind, v = base.KindDelete, ""
+		for _, shuffled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/shuffled=%v", sz.name, shuffled), func(t *testing.T) {
+				seed := rand.Uint64()
+				t.Logf("seed %d", seed)
+				rng := rand.New(rand.NewPCG(seed, 11))
+				m := newTestMemtable(4<<20, sz.keys)
+				type version struct {
+					k    string
+					seq  base.SeqNum
+					kind base.Kind
+					v    string
 				}
-				if err := m.Add(base.MakeInternalKey([]byte(k), seq, kind), []byte(v)); err != nil {
-					t.Fatal(err)
+				var adds []version
+				for i := range 20000 {
+					ver := version{fmt.Sprintf("k%05d", rng.IntN(2000)), base.SeqNum(i + 1), base.KindSet, fmt.Sprint(i)}
+					if rng.IntN(4) == 0 {
+						ver.kind, ver.v = base.KindDelete, ""
+					}
+					adds = append(adds, ver)
 				}
-				model[k] = append(model[k], version{seq, kind, v})
-				seq++
-			}
-			if full := m.index.full.Load(); full != (sz.keys > 0) {
-				t.Fatalf("index full = %v", full)
-			}
-			for range 20000 {
-				k := fmt.Sprintf("k%05d", rng.IntN(2100)) // some never written
-				snap := base.SeqNum(rng.IntN(int(seq) + 10))
-				var want *version
-				for i, ver := range model[k] {
-					if ver.seq <= snap {
-						want = &model[k][i]
+				if shuffled {
+					rng.Shuffle(len(adds), func(i, j int) { adds[i], adds[j] = adds[j], adds[i] })
+				}
+				model := map[string][]version{}
+				for _, ver := range adds {
+					if err := m.Add(base.MakeInternalKey([]byte(ver.k), ver.seq, ver.kind), []byte(ver.v)); err != nil {
+						t.Fatal(err)
+					}
+					model[ver.k] = append(model[ver.k], ver)
+				}
+				if full := m.index.full.Load(); full != (sz.keys > 0) {
+					t.Fatalf("index full = %v", full)
+				}
+				for range 20000 {
+					k := fmt.Sprintf("k%05d", rng.IntN(2100)) // some never written
+					snap := base.SeqNum(rng.IntN(len(adds) + 10))
+					var want *version
+					for i, ver := range model[k] {
+						if ver.seq <= snap && (want == nil || ver.seq > want.seq) {
+							want = &model[k][i]
+						}
+					}
+					got, v, ok := m.Get([]byte(k), snap)
+					switch {
+					case ok != (want != nil):
+						t.Fatalf("Get(%s, %d): found %v, want %v", k, snap, ok, want != nil)
+					case ok && (got.Seq() != want.seq || got.Kind() != want.kind || string(v) != want.v):
+						t.Fatalf("Get(%s, %d) = %v %q, want seq %d kind %d %q", k, snap, got, v, want.seq, want.kind, want.v)
 					}
 				}
-				got, v, ok := m.Get([]byte(k), snap)
-				switch {
-				case ok != (want != nil):
-					t.Fatalf("Get(%s, %d): found %v, want %v", k, snap, ok, want != nil)
-				case ok && (got.Seq() != want.seq || got.Kind() != want.kind || string(v) != want.v):
-					t.Fatalf("Get(%s, %d) = %v %q, want seq %d kind %d %q", k, snap, got, v, want.seq, want.kind, want.v)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -156,18 +165,19 @@ func BenchmarkGet(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			idx := m.index
 			if mode == "list" {
-				m.index = &pointIndex{slots: make([]atomic.Uint64, 1), mask: 0}
+				m.index = &pointIndex{slots: make([]atomic.Uint64, 1)}
 				m.index.full.Store(true)
 			}
 			defer func() { m.index = idx }()
 			rng := rand.New(rand.NewPCG(1, 2))
-			b.ReportMetric(float64(n), "keys")
 			b.ResetTimer()
 			for range b.N {
 				if _, _, ok := m.Get(key(rng.IntN(n)), base.MaxSeqNum); !ok {
 					b.Fatal("missing key")
 				}
 			}
+			b.ReportMetric(float64(n), "keys")
+			b.ReportMetric(float64(idx.used), "indexed")
 		})
 	}
 }

@@ -13,6 +13,14 @@ import (
 // value; the engine uses it to decide whether a batch fits.
 const EntryOverhead = fTower + 4*maxHeight + base.TrailerLen + 4
 
+// indexEntryBytes sizes a segment's point index: it has room for one key
+// per indexEntryBytes of arena. The engine's entries take 70 to 100 arena
+// bytes (a node of height 1 or 2 with an inode's key and record, or a
+// directory entry's), and many keys have several versions; a segment of
+// smaller entries indexes its first capacity/indexEntryBytes keys, and Get
+// searches the list for the rest.
+const indexEntryBytes = 72
+
 // Memtable is one segment of the engine's in-memory write buffer.
 type Memtable struct {
 	arena     *arena
@@ -43,7 +51,7 @@ func New(capacity uint32) *Memtable {
 	a := newArena(capacity)
 	// Entries take at least ~50 arena bytes; most of the engine's are
 	// larger. Smaller ones only raise the false-positive rate.
-	m := &Memtable{arena: a, filter: newKeyFilter(int(capacity / 128)), index: newPointIndex(int(capacity / 96))}
+	m := &Memtable{arena: a, filter: newKeyFilter(int(capacity / 128)), index: newPointIndex(int(capacity / indexEntryBytes))}
 	var err error
 	if m.points, err = newSkiplist(a); err != nil {
 		panic(err) // cannot happen: capacity covers two heads
@@ -86,6 +94,10 @@ func (m *Memtable) Size() uint64 { return uint64(m.arena.size()) }
 
 // Capacity is the arena's size.
 func (m *Memtable) Capacity() uint64 { return uint64(len(m.arena.buf)) }
+
+// Memory is the memory the segment holds: its whole arena, and its filter
+// and index beside it.
+func (m *Memtable) Memory() uint64 { return m.Capacity() + m.filter.size() + m.index.size() }
 
 // Available is the number of arena bytes left.
 func (m *Memtable) Available() uint64 { return m.Capacity() - m.Size() }
