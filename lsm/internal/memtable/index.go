@@ -21,9 +21,9 @@ import (
 // removed. A reader that can see an entry (its sequence number is at or below
 // the reader's, which the engine publishes after the whole batch is added)
 // finds it, or a newer one of the same key, in the index; for a newer one it
-// is not allowed to see, it searches the list. Past maxLoad the index takes
-// no more keys and says so (full): a miss then proves nothing and Get
-// searches the list.
+// is not allowed to see, it searches the list. Once it holds limit keys
+// (maxLoad of its slots) the index takes no new ones and says so (full): a
+// miss then proves nothing and Get searches the list.
 type pointIndex struct {
 	slots []atomic.Uint64
 	used  int // writer only
@@ -70,47 +70,42 @@ func (s *skiplist) trailer(nd uint32) uint64 {
 	return binary.LittleEndian.Uint64(k[len(k)-base.TrailerLen:])
 }
 
+// slot returns the slot that holds ukey (hash h), or the empty slot where
+// its probe ends (v == 0).
+func (x *pointIndex) slot(s *skiplist, h uint64, ukey []byte) (i int, v uint64) {
+	tag := h >> 32
+	for i = x.first(h); ; i = x.next(i) {
+		v = x.slots[i].Load()
+		if v == 0 || v>>32 == tag && bytes.Equal(s.userKey(uint32(v)), ukey) {
+			return i, v
+		}
+	}
+}
+
 // put records nd, an entry of user key ukey (hash h), unless the index holds
 // a newer entry of the key. A full index still takes new entries of the keys
 // it holds: an entry it keeps must stay the newest. Writer only.
 func (x *pointIndex) put(s *skiplist, h uint64, ukey []byte, nd uint32) {
-	tag := h >> 32
-	for i := x.first(h); ; i = x.next(i) {
-		v := x.slots[i].Load()
-		if v == 0 {
-			if x.used >= x.limit {
-				x.full.Store(true)
-				return
-			}
-			x.used++
-			x.slots[i].Store(tag<<32 | uint64(nd))
-			return
-		}
-		if v>>32 == tag {
-			old := uint32(v)
-			if bytes.Equal(s.userKey(old), ukey) {
-				if s.trailer(nd) > s.trailer(old) {
-					x.slots[i].Store(tag<<32 | uint64(nd))
-				}
-				return
-			}
-		}
+	i, v := x.slot(s, h, ukey)
+	switch {
+	case v == 0 && x.used >= x.limit:
+		x.full.Store(true)
+		return
+	case v == 0:
+		x.used++
+	case s.trailer(nd) <= s.trailer(uint32(v)):
+		return
 	}
+	x.slots[i].Store(h>>32<<32 | uint64(nd))
 }
 
 // get returns the node of ukey's newest indexed entry; with none, known says
 // whether the key is known to be absent (the index is not full).
 func (x *pointIndex) get(s *skiplist, h uint64, ukey []byte) (nd uint32, known bool) {
-	tag := h >> 32
-	for i := x.first(h); ; i = x.next(i) {
-		v := x.slots[i].Load()
-		if v == 0 {
-			return 0, !x.full.Load()
-		}
-		if v>>32 == tag && bytes.Equal(s.userKey(uint32(v)), ukey) {
-			return uint32(v), true
-		}
+	if _, v := x.slot(s, h, ukey); v != 0 {
+		return uint32(v), true
 	}
+	return 0, !x.full.Load()
 }
 
 // size is the index's memory in bytes.
