@@ -35,4 +35,12 @@
 // the list for an entry newer than its snapshot, and for keys the index had
 // no room for. Flat segments keep their binary search: an index there took
 // most of the memory flattening saves.
+//
+// The writer keeps insert hints (skiplist.go): remembered positions of
+// earlier inserts, one per key stream (a directory's entries, an inode's
+// versions, a file's blocks: keys that share family and inode number) and a
+// few recent ones (new inodes in allocation order). An insert that a hint
+// brackets tightly at a low level walks down from there instead of from the
+// head. The walk reads the list as it is, so a stale hint costs steps, never
+// order; readers never see the hints.
 package memtable

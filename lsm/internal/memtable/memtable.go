@@ -53,10 +53,10 @@ func New(capacity uint32) *Memtable {
 	// larger. Smaller ones only raise the false-positive rate.
 	m := &Memtable{arena: a, filter: newKeyFilter(int(capacity / 128)), index: newPointIndex(int(capacity / indexEntryBytes))}
 	var err error
-	if m.points, err = newSkiplist(a); err != nil {
+	if m.points, err = newSkiplist(a, true); err != nil {
 		panic(err) // cannot happen: capacity covers two heads
 	}
-	if m.rangeDels, err = newSkiplist(a); err != nil {
+	if m.rangeDels, err = newSkiplist(a, false); err != nil {
 		panic(err)
 	}
 	return m
@@ -95,9 +95,11 @@ func (m *Memtable) Size() uint64 { return uint64(m.arena.size()) }
 // Capacity is the arena's size.
 func (m *Memtable) Capacity() uint64 { return uint64(len(m.arena.buf)) }
 
-// Memory is the memory the segment holds: its whole arena, and its filter
-// and index beside it.
-func (m *Memtable) Memory() uint64 { return m.Capacity() + m.filter.size() + m.index.size() }
+// Memory is the memory the segment holds: its whole arena, and its filter,
+// index and insert hints beside it.
+func (m *Memtable) Memory() uint64 {
+	return m.Capacity() + m.filter.size() + m.index.size() + m.points.hintBytes() + m.rangeDels.hintBytes()
+}
 
 // Available is the number of arena bytes left.
 func (m *Memtable) Available() uint64 { return m.Capacity() - m.Size() }
