@@ -2,7 +2,6 @@ package vlog
 
 import (
 	"errors"
-	"hash/crc32"
 	"io"
 	"slices"
 	"sync"
@@ -134,23 +133,16 @@ func (r *Reader) takePrefetch(seg uint64, off int64, n int) *prefetch {
 }
 
 // usePrefetch waits for pf, a prefetch taken from its stream, and returns
-// the n bytes at off of the segment from it if it read them whole and every
-// value of ps (the run's pointers, the first at off) passes its CRC. The
-// caller releases pf after using the bytes, whatever the outcome.
-func usePrefetch(pf *prefetch, ps []Pointer, off int64, n int) ([]byte, bool) {
+// the n bytes at off of the segment from it if it read them whole; the
+// caller checks each value's CRC as it uses it, and releases pf after
+// using the bytes, whatever the outcome.
+func usePrefetch(pf *prefetch, off int64, n int) ([]byte, bool) {
 	<-pf.done
 	start := int(off - pf.off)
 	if pf.bp == nil || (pf.err != nil && pf.err != io.EOF) || pf.k < start+n {
 		return nil, false
 	}
-	b := (*pf.bp)[start : start+n]
-	for _, p := range ps {
-		lo := int64(p.Offset) - off
-		if crc32.Checksum(b[lo:lo+int64(p.Len)], castagnoli) != p.CRC {
-			return nil, false
-		}
-	}
-	return b, true
+	return (*pf.bp)[start : start+n], true
 }
 
 // releasePrefetch gives pf's buffer back: once pf is done and no stream

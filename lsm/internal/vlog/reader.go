@@ -295,18 +295,34 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 		}
 	}
 	off, n := int64(first.Offset), int(last.Offset+uint64(last.Len)-first.Offset)
+	note := func() { r.noteRun(first.Segment, off, n) }
+	seen := 0 // values fn has had from a prefetch
 	if n >= DropRunMin {
 		if pf := r.takePrefetch(first.Segment, off, n); pf != nil {
-			b, ok := usePrefetch(pf, ps, off, n)
-			if ok {
-				defer r.releasePrefetch(pf)
-				r.ReadAheads.Add(1)
-				r.noteRun(first.Segment, off, n)
-				r.DiskReads.Add(uint64(len(ps)))
-				r.DiskBytes.Add(uint64(n))
-				return r.callRun(ps, b, fn, false)
+			if b, ok := usePrefetch(pf, off, n); ok {
+				note() // the stream's next prefetches start now
+				note = func() {}
+				// Each value is checked just before fn copies it, while
+				// it is in the CPU's cache.
+				i, err := r.callRun(ps, b, fn, true)
+				r.releasePrefetch(pf)
+				if err == nil {
+					r.ReadAheads.Add(1)
+					r.DiskReads.Add(uint64(len(ps)))
+					r.DiskBytes.Add(uint64(n))
+					return 0, nil
+				}
+				if !errors.Is(err, errPrefetchCRC) {
+					return i, err // fn's
+				}
+				// The prefetch does not hold what ps point at (a value
+				// of the file that it read damaged, or a race with the
+				// writer): read the run from the file, and give fn the
+				// values from the first that failed.
+				seen = i
+			} else {
+				r.releasePrefetch(pf)
 			}
-			r.releasePrefetch(pf)
 		}
 	}
 	f, release, err := r.fileOf(first)
@@ -315,7 +331,7 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	}
 	bp := runBufs.Get().(*[]byte)
 	defer runBufs.Put(bp)
-	b, k, err := readRun(f, bp, off, n, func() { r.noteRun(first.Segment, off, n) })
+	b, k, err := readRun(f, bp, off, n, note)
 	release()
 	if k < n {
 		// The first pointer whose value the short read did not reach.
@@ -330,17 +346,34 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	}
 	r.DiskReads.Add(uint64(len(ps)))
 	r.DiskBytes.Add(uint64(n))
-	return r.callRun(ps, b, fn, true)
+	if seen > 0 {
+		first := ps[0].Offset
+		ps, b = ps[seen:], b[ps[seen].Offset-first:]
+		i, err := r.callRun(ps, b, func(i int, v []byte) error { return fn(seen+i, v) }, false)
+		if err != nil {
+			i += seen
+		}
+		return i, err
+	}
+	return r.callRun(ps, b, fn, false)
 }
 
+// errPrefetchCRC is callRun's error for a value of a prefetch that fails
+// its CRC.
+var errPrefetchCRC = errors.New("vlog: prefetched value checksum mismatch")
+
 // callRun calls fn with each value of ps in b, the bytes of the run, after
-// checking its CRC if check is set.
-func (r *Reader) callRun(ps []Pointer, b []byte, fn func(i int, v []byte) error, check bool) (bad int, err error) {
+// checking its CRC: a mismatch is ErrCorrupt for bytes read from the file
+// (prefetched false), errPrefetchCRC for a prefetch's.
+func (r *Reader) callRun(ps []Pointer, b []byte, fn func(i int, v []byte) error, prefetched bool) (bad int, err error) {
 	for i, p := range ps {
 		lo := p.Offset - ps[0].Offset
 		hi := lo + uint64(p.Len)
 		v := b[lo:hi:hi] // an append by fn must not reach the next value
-		if check && crc32.Checksum(v, castagnoli) != p.CRC {
+		if crc32.Checksum(v, castagnoli) != p.CRC {
+			if prefetched {
+				return i, errPrefetchCRC
+			}
 			return i, fmt.Errorf("%w: %s: value checksum mismatch", ErrCorrupt, p)
 		}
 		if err := fn(i, v); err != nil {

@@ -768,13 +768,26 @@ func TestReadRunStreams(t *testing.T) {
 	seg, _ := w.Active()
 	path := vfs.Join(dir, FileName(seg))
 	r := NewReader(dfs, dir, nil, 0)
+	// Each value once, in order, whether it came from a prefetch, the file,
+	// or (the damaged run) both.
 	read := func(run [2]int) error {
-		return first(r.ReadRun(ps[run[0]:run[1]], func(i int, v []byte) error {
+		next := 0
+		if err := first(r.ReadRun(ps[run[0]:run[1]], func(i int, v []byte) error {
+			if i != next {
+				return fmt.Errorf("value %d given after %d", run[0]+i, run[0]+next-1)
+			}
+			next++
 			if !bytes.Equal(v, vals[run[0]+i]) {
 				return fmt.Errorf("value %d differs", run[0]+i)
 			}
 			return nil
-		}))
+		})); err != nil {
+			return err
+		}
+		if next != run[1]-run[0] {
+			return fmt.Errorf("run %v: %d values given", run, next)
+		}
+		return nil
 	}
 	// Damage a value of the third run; the second run's prefetch reads it.
 	damaged := runs[2][0] + 5
@@ -805,8 +818,9 @@ func TestReadRunStreams(t *testing.T) {
 	if live := r.streams.live.Load(); live != 0 {
 		t.Errorf("%d prefetches hold buffers after Close", live)
 	}
-	// Runs 4 to the last came from prefetches; run 3's prefetch failed its
-	// CRC and was read again.
+	// Runs 4 to the last came from prefetches; run 3's prefetch gave its
+	// first 5 values and failed its CRC at the sixth, and the run was read
+	// again for the rest.
 	if got, want := r.ReadAheads.Load(), uint64(len(runs)-3); got != want {
 		t.Errorf("%d runs read ahead, want %d", got, want)
 	}
