@@ -2,6 +2,7 @@ package memtable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
@@ -15,14 +16,46 @@ import (
 // segments into one Flat.
 //
 // Layout: data holds each entry's encoded internal key followed by its value;
-// ents[i] locates entry i; prefix[i] is its user key's first 8 bytes (see
-// keyPrefix), so most binary search steps touch only the prefix array.
+// ents[i] locates entry i. The entries are grouped by their user key's first
+// byte (leadGroup), whose bounds starts holds, and prefix[i] is the 8 bytes
+// after it (tailPrefix), so most binary search steps, within the key's
+// group, touch only the prefix array. The engine's keys are a family byte
+// and an inode number: the 8 bytes after the family byte tell inodes apart
+// where the first 8 bytes (the skiplist's prefix) leave out the number's
+// last byte.
 type Flat struct {
 	data   []byte
 	ents   []flatEnt
 	prefix []uint64
-	tombs  []base.RangeTombstone // fragmented
-	filter *keyFilter            // user keys of ents
+	starts [numLeadGroups + 1]uint32 // starts[g]: the first entry of group g or above
+	tombs  []base.RangeTombstone     // fragmented
+	filter *keyFilter                // user keys of ents
+}
+
+// numLeadGroups is the number of groups leadGroup sorts user keys into.
+const numLeadGroups = 257
+
+// leadGroup is the group of a user key: 0 for the empty key, else 1 plus
+// its first byte. Groups order like the keys in them.
+func leadGroup(ukey []byte) int {
+	if len(ukey) == 0 {
+		return 0
+	}
+	return 1 + int(ukey[0])
+}
+
+// tailPrefix returns the 8 bytes of a user key after its first, zero-padded,
+// as a big-endian integer: within a group, tail prefixes order like the
+// keys, and equal ones need a full comparison.
+func tailPrefix(ukey []byte) uint64 {
+	if len(ukey) >= 9 {
+		return binary.BigEndian.Uint64(ukey[1:])
+	}
+	var b [8]byte
+	if len(ukey) > 1 {
+		copy(b[:], ukey[1:])
+	}
+	return binary.BigEndian.Uint64(b[:])
 }
 
 type flatEnt struct {
@@ -42,7 +75,7 @@ func (b *FlatBuilder) Add(key base.InternalKey, value []byte) {
 	b.f.data = key.Append(b.f.data)
 	b.f.data = append(b.f.data, value...)
 	b.f.ents = append(b.f.ents, flatEnt{off: off, keyLen: uint32(key.Size()), valLen: uint32(len(value))})
-	b.f.prefix = append(b.f.prefix, keyPrefix(b.f.data[off:off+uint32(key.Size())]))
+	b.f.prefix = append(b.f.prefix, tailPrefix(key.UserKey))
 }
 
 // Grow makes room for entries entries of data bytes of keys and values in
@@ -64,9 +97,16 @@ func (b *FlatBuilder) Finish(tombs []base.RangeTombstone) *Flat {
 	f.ents = trim(f.ents)
 	f.prefix = trim(f.prefix)
 	f.filter = newKeyFilter(len(f.ents))
+	g := 0 // the next group to find the start of
 	for i := range f.ents {
 		k, _ := base.DecodeInternalKey(f.key(i))
 		f.filter.add(hashKey(k.UserKey))
+		for ; g <= leadGroup(k.UserKey); g++ {
+			f.starts[g] = uint32(i)
+		}
+	}
+	for ; g < len(f.starts); g++ {
+		f.starts[g] = uint32(len(f.ents))
 	}
 	if len(tombs) > 0 {
 		f.tombs = make([]base.RangeTombstone, len(tombs))
@@ -92,7 +132,7 @@ func (f *Flat) Len() int { return len(f.ents) }
 
 // Size is the memory the segment holds, in bytes.
 func (f *Flat) Size() uint64 {
-	n := uint64(len(f.data)) + uint64(len(f.ents))*12 + uint64(len(f.prefix))*8
+	n := uint64(len(f.data)) + uint64(len(f.ents))*12 + uint64(len(f.prefix))*8 + uint64(len(f.starts))*4
 	if f.filter != nil {
 		n += f.filter.size()
 	}
@@ -123,9 +163,13 @@ func (f *Flat) value(i int) []byte {
 }
 
 // search returns the index of the first entry whose encoded key is >= key.
+// Entries of the groups before key's are all below it, and those of the
+// groups after all above it: the search is within key's group.
 func (f *Flat) search(key []byte) int {
-	p := keyPrefix(key)
-	lo, hi := 0, len(f.ents)
+	ukey := key[:len(key)-base.TrailerLen]
+	g := leadGroup(ukey)
+	lo, hi := int(f.starts[g]), int(f.starts[g+1])
+	p := tailPrefix(ukey)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		var less bool

@@ -334,3 +334,119 @@ func TestFlatBuilderGrow(t *testing.T) {
 		t.Errorf("building a flat segment of 20,000 entries allocates %.0f times", allocs)
 	}
 }
+
+// TestFlatSearchKeyShapes checks a Flat's search, by groups of a key's first
+// byte and the 8 bytes after it, against a sorted model, with keys of every
+// shape: empty, one byte, first bytes 0x00 and 0xff, families with inode
+// numbers that differ only in their last byte, names with zero bytes, tails
+// shorter than, as long as and longer than 8 bytes, and several versions of
+// each; probes include keys absent from the Flat and from their group.
+func TestFlatSearchKeyShapes(t *testing.T) {
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 13))
+	randKey := func() []byte {
+		switch rng.IntN(7) {
+		case 0:
+			return []byte{}
+		case 1:
+			return []byte{byte(rng.IntN(256))}
+		case 2:
+			return []byte{[]byte{0x00, 0xff}[rng.IntN(2)], byte(rng.IntN(3))}
+		case 3: // an inode-like key
+			return binary.BigEndian.AppendUint64([]byte{"DIB"[rng.IntN(3)]}, uint64(rng.IntN(600)))
+		case 4: // a directory entry: parent and name, zero bytes included
+			k := binary.BigEndian.AppendUint64([]byte{'D'}, uint64(rng.IntN(4)))
+			for range rng.IntN(6) {
+				k = append(k, []byte{0, 'a', 'b', 0xff}[rng.IntN(4)])
+			}
+			return k
+		case 5: // a tail shorter than 8 bytes
+			k := []byte{'I'}
+			for range rng.IntN(8) {
+				k = append(k, byte(rng.IntN(3)))
+			}
+			return k
+		}
+		k := make([]byte, rng.IntN(20))
+		for i := range k {
+			k[i] = byte(rng.IntN(256))
+		}
+		return k
+	}
+	var model []entry
+	for i := range 4000 {
+		model = append(model, entry{base.MakeInternalKey(randKey(), uint64(i+1), base.KindSet), []byte(fmt.Sprint(i))})
+	}
+	sort.Slice(model, func(i, j int) bool { return base.CompareInternal(model[i].k, model[j].k) < 0 })
+	var b memtable.FlatBuilder
+	for _, e := range model {
+		b.Add(e.k, e.v)
+	}
+	f := b.Finish(nil)
+	it := f.NewIter()
+	for n := range 20000 {
+		var k []byte
+		if n%2 == 0 {
+			k = model[rng.IntN(len(model))].k.UserKey
+		} else {
+			k = randKey()
+		}
+		j := sort.Search(len(model), func(j int) bool { return bytes.Compare(model[j].k.UserKey, k) >= 0 })
+		if ok := it.SeekGE(k); ok != (j < len(model)) || (ok && base.CompareInternal(it.Key(), model[j].k) != 0) {
+			t.Fatalf("SeekGE(%x) = %v %v, want entry %d", k, ok, it.Key(), j)
+		}
+		if ok := it.SeekLT(k); ok != (j > 0) || (ok && base.CompareInternal(it.Key(), model[j-1].k) != 0) {
+			t.Fatalf("SeekLT(%x) = %v %v, want entry %d", k, ok, it.Key(), j-1)
+		}
+		snap := uint64(rng.IntN(4100))
+		var want *entry
+		for i := j; i < len(model) && bytes.Equal(model[i].k.UserKey, k); i++ {
+			if model[i].k.Seq() <= snap {
+				want = &model[i]
+				break
+			}
+		}
+		got, v, ok := f.Get(k, snap)
+		if ok != (want != nil) || (ok && (got.Trailer != want.k.Trailer || !bytes.Equal(v, want.v))) {
+			t.Fatalf("Get(%x, %d) = %v %v, want %v", k, snap, got, ok, want)
+		}
+	}
+}
+
+// BenchmarkFlatGet looks up random keys of a Flat made of a full 8 MiB
+// segment of inode-like keys (the engine's flattened segments), and of
+// directory entries (20 directories' names).
+func BenchmarkFlatGet(b *testing.B) {
+	keys := map[string]func(i int) []byte{
+		"inodes": func(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'I'}, uint64(i)) },
+		"entries": func(i int) []byte {
+			return fmt.Appendf(binary.BigEndian.AppendUint64([]byte{'D'}, uint64(i%20)), "f%06d", i)
+		},
+	}
+	for _, name := range []string{"inodes", "entries"} {
+		b.Run(name, func(b *testing.B) {
+			key := keys[name]
+			m := memtable.New(8 << 20)
+			n := 0
+			for ; ; n++ {
+				if err := m.Add(base.MakeInternalKey(key(n), base.SeqNum(n+1), base.KindSet), make([]byte, 24)); err != nil {
+					break
+				}
+			}
+			var fb memtable.FlatBuilder
+			it := m.NewIter()
+			for ok := it.First(); ok; ok = it.Next() {
+				fb.Add(it.Key(), it.Value())
+			}
+			f := fb.Finish(nil)
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.ResetTimer()
+			for range b.N {
+				if _, _, ok := f.Get(key(rng.IntN(n)), base.MaxSeqNum); !ok {
+					b.Fatal("missing key")
+				}
+			}
+		})
+	}
+}
