@@ -58,9 +58,10 @@ type skiplist struct {
 	rng    *rand.Rand
 
 	// The writer's insert hints; readers never look.
-	recent  [numRecent]insertHint
-	streams *[numStreams]insertHint // nil: none (a range deletion list)
-	tick    uint64                  // the writer's clock for recent hints' last use
+	recent      [numRecent]insertHint
+	streams     []insertHint // a power of two of them; nil: none (a range deletion list)
+	streamsLog2 uint
+	tick        uint64 // the writer's clock for recent hints' last use
 }
 
 // A skiplist remembers insert positions, so that an insert next to an
@@ -68,14 +69,16 @@ type skiplist struct {
 // the head. The engine's batches interleave ordered streams of keys:
 //   - streams of one id: a directory's entries, an inode's record again and
 //     again, a file's blocks. Their keys share their first 9 bytes (the
-//     family and an inode number), which pick one of numStreams hints;
+//     family and an inode number), which pick one of the stream hints, one
+//     per 8 KiB of arena (streamBytes), at most maxStreams: 1,024 for the
+//     engine's 8 MiB segments, about 90 KB beside them;
 //   - streams across ids: new inodes and their blocks and orphan records, in
 //     allocation order. numRecent hints, the least recently used replaced,
 //     keep their last positions.
 const (
-	numStreams     = 1024
-	numStreamsLog2 = 10
-	numRecent      = 4
+	streamBytes = 8 << 10
+	maxStreams  = 1024
+	numRecent   = 4
 )
 
 // hintLevels is how many of a hint's lowest levels add tries before it
@@ -142,7 +145,7 @@ func (s *skiplist) streamHint(key []byte, p uint64) *insertHint {
 		b9 = uint64(key[8])
 	}
 	h := p*0x9e3779b97f4a7c15 ^ b9*0xc2b2ae3d27d4eb4f
-	return &s.streams[h>>(64-numStreamsLog2)]
+	return &s.streams[h>>(64-s.streamsLog2)]
 }
 
 type atomic32 struct{ v uint32 }
@@ -151,12 +154,16 @@ func (x *atomic32) load() uint32 { return loadU32(&x.v) }
 
 func (x *atomic32) store(v uint32) { storeU32(&x.v, v) }
 
-// newSkiplist returns an empty list in a; with streams, it keeps a hint per
-// key stream (numStreams of them) beside the recent ones.
+// newSkiplist returns an empty list in a; with streams, it keeps hints per
+// key stream beside the recent ones.
 func newSkiplist(a *arena, streams bool) (*skiplist, error) {
 	s := &skiplist{a: a, rng: rand.New(rand.NewPCG(0x9e3779b97f4a7c15, 0x2545f4914f6cdd1d))}
 	if streams {
-		s.streams = new([numStreams]insertHint)
+		s.streamsLog2 = 1
+		for 1<<(s.streamsLog2+1) <= min(len(a.buf)/streamBytes, maxStreams) {
+			s.streamsLog2++
+		}
+		s.streams = make([]insertHint, 1<<s.streamsLog2)
 	}
 	head, err := s.newNode(nil, nil, maxHeight)
 	if err != nil {
@@ -170,9 +177,7 @@ func newSkiplist(a *arena, streams bool) (*skiplist, error) {
 // hintBytes is the memory of the list's hints beside its arena.
 func (s *skiplist) hintBytes() uint64 {
 	n := uint64(unsafe.Sizeof(s.recent))
-	if s.streams != nil {
-		n += uint64(unsafe.Sizeof(*s.streams))
-	}
+	n += uint64(len(s.streams)) * uint64(unsafe.Sizeof(insertHint{}))
 	return n
 }
 

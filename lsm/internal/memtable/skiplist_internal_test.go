@@ -17,6 +17,14 @@ var keyStreams = map[string]func(rng *rand.Rand, i int) []byte{
 	"descending": func(_ *rand.Rand, i int) []byte { return inoKey('I', uint64(1<<30-i)) },
 	"versions":   func(rng *rand.Rand, i int) []byte { return inoKey('I', rng.Uint64N(8)) },
 	"random":     func(rng *rand.Rand, i int) []byte { return inoKey('I', rng.Uint64N(1<<20)) },
+	// Keys of 0 to 3 bytes: prefixes of 0 (the head's), and equal ones.
+	"short": func(rng *rand.Rand, i int) []byte {
+		k := make([]byte, rng.IntN(4))
+		for j := range k {
+			k[j] = byte(rng.IntN(3))
+		}
+		return k
+	},
 	// The keys of the harness's unlink step, file after file, the files of
 	// 100 directories in turn: the entry, the parent's record, the file's
 	// record and its block.
