@@ -306,14 +306,11 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 				// it is in the CPU's cache.
 				i, err := r.callRun(ps, b, fn, true)
 				r.releasePrefetch(pf)
-				if err == nil {
+				if !errors.Is(err, errPrefetchCRC) { // nil, or fn's
 					r.ReadAheads.Add(1)
 					r.DiskReads.Add(uint64(len(ps)))
 					r.DiskBytes.Add(uint64(n))
-					return 0, nil
-				}
-				if !errors.Is(err, errPrefetchCRC) {
-					return i, err // fn's
+					return i, err
 				}
 				// The prefetch does not hold what ps point at (a value
 				// of the file that it read damaged, or a race with the
@@ -327,15 +324,16 @@ func (r *Reader) ReadRun(ps []Pointer, fn func(i int, v []byte) error) (bad int,
 	}
 	f, release, err := r.fileOf(first)
 	if err != nil {
-		return 0, err
+		return seen, err
 	}
 	bp := runBufs.Get().(*[]byte)
 	defer runBufs.Put(bp)
 	b, k, err := readRun(f, bp, off, n, note)
 	release()
 	if k < n {
-		// The first pointer whose value the short read did not reach.
-		i := 0
+		// The first pointer whose value the short read did not reach (and
+		// that fn has not had from a prefetch).
+		i := seen
 		for i < len(ps)-1 && ps[i].Offset+uint64(ps[i].Len)-first.Offset <= uint64(k) {
 			i++
 		}

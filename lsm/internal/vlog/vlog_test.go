@@ -744,6 +744,13 @@ func (f directFile) DropCache(off, n int64) error {
 // fails the values' CRCs and the run is read again. Close waits for the
 // prefetches under way.
 func TestReadRunStreams(t *testing.T) {
+	// The damaged value is the sixth of its run, or the first.
+	for _, at := range []int{5, 0} {
+		t.Run(fmt.Sprintf("damaged=%d", at), func(t *testing.T) { testReadRunStreams(t, at) })
+	}
+}
+
+func testReadRunStreams(t *testing.T, at int) {
 	dir := t.TempDir()
 	dfs := &directRecorder{FS: vfs.Default}
 	w, _ := newTestWriterIn(t, dfs, dir, 64<<20)
@@ -790,15 +797,16 @@ func TestReadRunStreams(t *testing.T) {
 		return nil
 	}
 	// Damage a value of the third run; the second run's prefetch reads it.
-	damaged := runs[2][0] + 5
+	damaged := []int{runs[2][0] + at}
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	at := int64(ps[damaged].Offset)
-	if _, err := f.WriteAt([]byte{^vals[damaged][0]}, at); err != nil {
-		t.Fatal(err)
+	for _, d := range damaged {
+		if _, err := f.WriteAt([]byte{^vals[d][0]}, int64(ps[d].Offset)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, run := range runs[:2] {
 		if err := read(run); err != nil {
@@ -806,8 +814,10 @@ func TestReadRunStreams(t *testing.T) {
 		}
 	}
 	r.streams.wg.Wait() // the prefetch of the third run has read the damage
-	if _, err := f.WriteAt(vals[damaged][:1], at); err != nil {
-		t.Fatal(err)
+	for _, d := range damaged {
+		if _, err := f.WriteAt(vals[d][:1], int64(ps[d].Offset)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, run := range runs[2:] {
 		if err := read(run); err != nil {
@@ -818,9 +828,9 @@ func TestReadRunStreams(t *testing.T) {
 	if live := r.streams.live.Load(); live != 0 {
 		t.Errorf("%d prefetches hold buffers after Close", live)
 	}
-	// Runs 4 to the last came from prefetches; run 3's prefetch gave its
-	// first 5 values and failed its CRC at the sixth, and the run was read
-	// again for the rest.
+	// Runs 4 to the last came from prefetches; run 3's gave the values
+	// before the damaged one and failed its CRC there, and the run was read
+	// again from the file for the rest.
 	if got, want := r.ReadAheads.Load(), uint64(len(runs)-3); got != want {
 		t.Errorf("%d runs read ahead, want %d", got, want)
 	}
@@ -1104,4 +1114,32 @@ func (g *gateFS) Open(name string) (vfs.File, error) {
 func (f gateFile) ReadAtDirect(p []byte, off int64) (int, error) {
 	<-f.gate
 	return f.directFile.ReadAtDirect(p, off)
+}
+
+// TestReadRunPrefetchFnError: an error of fn on a value from a prefetch is
+// ReadRun's, with that value's index; fn gets no value after it, and the
+// prefetch counts as read ahead (its bytes were used).
+func TestReadRunPrefetchFnError(t *testing.T) {
+	r, ps, _ := streamSegment(t, 1024)
+	readRuns(t, r, ps, [][2]int{{0, 256}, {256, 512}})
+	r.streams.wg.Wait()
+	stop := errors.New("stop")
+	last := -1
+	bad, err := r.ReadRun(ps[512:768], func(i int, v []byte) error {
+		last = i
+		if i == 7 {
+			return stop
+		}
+		return nil
+	})
+	if bad != 7 || !errors.Is(err, stop) || last != 7 {
+		t.Fatalf("ReadRun = %d, %v after value %d; want 7, %v after value 7", bad, err, last, stop)
+	}
+	if got := r.ReadAheads.Load(); got != 1 {
+		t.Errorf("%d runs read ahead, want 1", got)
+	}
+	readRuns(t, r, ps, [][2]int{{768, 1024}})
+	if got := r.ReadAheads.Load(); got != 2 {
+		t.Errorf("%d runs read ahead after the next run, want 2", got)
+	}
 }
