@@ -2,7 +2,6 @@ package memtable
 
 import (
 	"bytes"
-	"encoding/binary"
 	"slices"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
@@ -48,14 +47,10 @@ func leadGroup(ukey []byte) int {
 // as a big-endian integer: within a group, tail prefixes order like the
 // keys, and equal ones need a full comparison.
 func tailPrefix(ukey []byte) uint64 {
-	if len(ukey) >= 9 {
-		return binary.BigEndian.Uint64(ukey[1:])
+	if len(ukey) == 0 {
+		return 0
 	}
-	var b [8]byte
-	if len(ukey) > 1 {
-		copy(b[:], ukey[1:])
-	}
-	return binary.BigEndian.Uint64(b[:])
+	return paddedPrefix(ukey[1:])
 }
 
 type flatEnt struct {

@@ -3,6 +3,7 @@ package memtable
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"math/rand/v2"
 	"unsafe"
 
@@ -26,14 +27,18 @@ const (
 // keyPrefix returns the first 8 bytes of an encoded internal key's user key,
 // zero-padded, as a big-endian integer: prefixes order like user keys, and
 // equal prefixes need a full comparison.
-func keyPrefix(ikey []byte) uint64 {
-	u := ikey[:len(ikey)-base.TrailerLen]
-	if len(u) >= 8 {
-		return binary.BigEndian.Uint64(u)
+func keyPrefix(ikey []byte) uint64 { return paddedPrefix(ikey[:len(ikey)-base.TrailerLen]) }
+
+// paddedPrefix returns the first 8 bytes of b, zero-padded, as a big-endian
+// integer: such prefixes order like the byte strings, and equal ones need a
+// full comparison.
+func paddedPrefix(b []byte) uint64 {
+	if len(b) >= 8 {
+		return binary.BigEndian.Uint64(b)
 	}
-	var b [8]byte
-	copy(b[:], u)
-	return binary.BigEndian.Uint64(b[:])
+	var p [8]byte
+	copy(p[:], b)
+	return binary.BigEndian.Uint64(p[:])
 }
 
 // prefix returns node nd's key prefix (keyPrefix).
@@ -58,10 +63,9 @@ type skiplist struct {
 	rng    *rand.Rand
 
 	// The writer's insert hints; readers never look.
-	recent      [numRecent]insertHint
-	streams     []insertHint // a power of two of them; nil: none (a range deletion list)
-	streamsLog2 uint
-	tick        uint64 // the writer's clock for recent hints' last use
+	recent  [numRecent]insertHint
+	streams []insertHint // a power of two of them; nil: none (a range deletion list)
+	tick    uint64       // the writer's clock for recent hints' last use
 }
 
 // A skiplist remembers insert positions, so that an insert next to an
@@ -145,7 +149,7 @@ func (s *skiplist) streamHint(key []byte, p uint64) *insertHint {
 		b9 = uint64(key[8])
 	}
 	h := p*0x9e3779b97f4a7c15 ^ b9*0xc2b2ae3d27d4eb4f
-	return &s.streams[h>>(64-s.streamsLog2)]
+	return &s.streams[h>>(64-bits.TrailingZeros(uint(len(s.streams))))]
 }
 
 type atomic32 struct{ v uint32 }
@@ -159,11 +163,11 @@ func (x *atomic32) store(v uint32) { storeU32(&x.v, v) }
 func newSkiplist(a *arena, streams bool) (*skiplist, error) {
 	s := &skiplist{a: a, rng: rand.New(rand.NewPCG(0x9e3779b97f4a7c15, 0x2545f4914f6cdd1d))}
 	if streams {
-		s.streamsLog2 = 1
-		for 1<<(s.streamsLog2+1) <= min(len(a.buf)/streamBytes, maxStreams) {
-			s.streamsLog2++
+		n := 2
+		for n*2 <= min(len(a.buf)/streamBytes, maxStreams) {
+			n *= 2
 		}
-		s.streams = make([]insertHint, 1<<s.streamsLog2)
+		s.streams = make([]insertHint, n)
 	}
 	head, err := s.newNode(nil, nil, maxHeight)
 	if err != nil {
