@@ -344,14 +344,28 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 		}
 		return nil
 	}
+	n, err := f.openInodeRecord(oi.ino)
+	if err != nil {
+		return err
+	}
+	// A file whose blocks hold all of its bytes (no holes, no short block
+	// but the last: Stored == Size, as no block stores bytes past the
+	// size) needs no reads to know the length of a block a write replaces
+	// whole.
+	dense := n.Stored == n.Size && n.Size == wb.baseSize
 	idxs := make([]uint64, 0, len(wb.blocks))
 	var pend []*dirtyBlock
 	var pendIdx []uint64
 	for idx, db := range wb.blocks {
 		idxs = append(idxs, idx)
-		if db.unknownOld {
-			pend, pendIdx = append(pend, db), append(pendIdx, idx)
+		if !db.unknownOld {
+			continue
 		}
+		if dense && !db.needBase {
+			db.oldLen, db.unknownOld = int(min(uint64(f.bs), n.Size-idx*uint64(f.bs))), false
+			continue
+		}
+		pend, pendIdx = append(pend, db), append(pendIdx, idx)
 	}
 	if err := f.resolveBases(oi.ino, pend, pendIdx); err != nil {
 		return err
@@ -359,12 +373,15 @@ func (f *FS) flushLocked(oi *openInode, sync bool) error {
 	slices.Sort(idxs)
 	chunk := len(idxs)
 	b := lsm.NewBatch()
-	for start := 0; start < len(idxs); {
+	for start, reread := 0, false; start < len(idxs); reread = true {
 		end := min(start+chunk, len(idxs))
 		final := end == len(idxs)
-		n, err := f.openInodeRecord(oi.ino)
-		if err != nil {
-			return err
+		if reread {
+			// The record as the previous batch left it (the one read
+			// above was changed for a batch that was refused or written).
+			if n, err = f.openInodeRecord(oi.ino); err != nil {
+				return err
+			}
 		}
 		b.Reset()
 		for _, idx := range idxs[start:end] {
