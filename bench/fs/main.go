@@ -58,6 +58,7 @@ var (
 	flagTree      = flag.String("tree", "", "directory to tar for the untar row (default $GOROOT/src; -quick: $GOROOT/src/go)")
 	flagFiles     = flag.Int("files", 0, "override: small files of create/stat/readdir/read/unlink")
 	flagSeq       = flag.Int64("seq-mib", 0, "override: MiB of the sequential file")
+	flagRandOps   = flag.Int("rand-ops", 0, "override: reads of randread and writes of randwrite")
 	flagSeed      = flag.Uint64("seed", 1, "random seed (random read/write offsets)")
 	flagBreakdown = flag.Bool("breakdown", true, "print requests per operation by opcode")
 )
@@ -88,6 +89,9 @@ func run0() error {
 	}
 	if *flagFiles > 0 {
 		sz.files = *flagFiles
+	}
+	if *flagRandOps > 0 {
+		sz.randReads, sz.randWrites = *flagRandOps, *flagRandOps
 	}
 	if *flagSeq > 0 {
 		sz.seqBytes = *flagSeq << 20
