@@ -33,11 +33,13 @@ type Memtable struct {
 	pointBytes    atomic.Uint64 // encoded keys and values of the point entries
 	numTombstones atomic.Uint64
 
-	// frag caches the fragmented tombstones; rebuilt when numTombstones moves.
+	// frag caches the fragmented tombstones, redone when numTombstones
+	// moves: n tombstones seen, the largest sequence number among them.
 	frag struct {
 		sync.Mutex
-		n     uint64
-		spans []base.RangeTombstone
+		n      uint64
+		maxSeq uint64
+		spans  []base.RangeTombstone
 	}
 
 	keyBuf []byte // writer's scratch
@@ -154,18 +156,67 @@ func (m *Memtable) Tombstones() []base.RangeTombstone {
 		return m.frag.spans
 	}
 	ts := make([]base.RangeTombstone, 0, n)
+	var maxSeq uint64
 	for nd := m.rangeDels.next(m.rangeDels.head, 0); nd != 0; nd = m.rangeDels.next(nd, 0) {
 		k, _ := base.DecodeInternalKey(m.rangeDels.key(nd))
 		ts = append(ts, base.RangeTombstone{Start: k.UserKey, End: m.rangeDels.value(nd), Seq: k.Seq()})
+		maxSeq = max(maxSeq, uint64(k.Seq()))
 	}
 	// Count what we actually saw: the writer may have added more since n
 	// was read, and the cache must not claim to include them.
-	m.frag.spans = rangedel.Fragment(ts)
-	m.frag.n = uint64(len(ts))
+	spans, ok := extendFragments(m.frag.spans, m.frag.n, m.frag.maxSeq, ts)
+	if !ok {
+		spans = rangedel.Fragment(ts)
+	}
+	m.frag.spans, m.frag.n, m.frag.maxSeq = spans, uint64(len(ts)), maxSeq
 	if m.frag.spans == nil {
 		m.frag.spans = []base.RangeTombstone{}
 	}
 	return m.frag.spans
+}
+
+// extendFragments returns frags, the fragmented form of the n tombstones
+// of ts with sequence numbers up to maxSeq, with the others of ts (ts is
+// sorted by start key) merged in, if they are disjoint from frags and
+// from each other: the common case of tombstones added one by one over
+// separate spans (rm -rf deleting each file's blocks), which then cost a
+// merge instead of fragmenting them all again per addition. ok is false
+// when it does not apply.
+func extendFragments(frags []base.RangeTombstone, n, maxSeq uint64, ts []base.RangeTombstone) (_ []base.RangeTombstone, ok bool) {
+	if frags == nil {
+		return nil, false
+	}
+	var fresh []base.RangeTombstone
+	var old uint64
+	for _, t := range ts {
+		if uint64(t.Seq) <= maxSeq {
+			old++
+			continue
+		}
+		if bytes.Compare(t.Start, t.End) >= 0 {
+			continue // empty: Fragment drops it
+		}
+		if len(fresh) > 0 && bytes.Compare(fresh[len(fresh)-1].End, t.Start) > 0 {
+			return nil, false
+		}
+		if len(rangedel.Overlapping(frags, t.Start, t.End)) > 0 {
+			return nil, false
+		}
+		fresh = append(fresh, t)
+	}
+	if old != n {
+		return nil, false // one came in below maxSeq: not only additions
+	}
+	out := make([]base.RangeTombstone, 0, len(frags)+len(fresh))
+	i := 0
+	for _, t := range fresh {
+		for i < len(frags) && bytes.Compare(frags[i].Start, t.Start) < 0 {
+			out = append(out, frags[i])
+			i++
+		}
+		out = append(out, t)
+	}
+	return append(out, frags[i:]...), true
 }
 
 // NewIter returns an iterator over the point entries.

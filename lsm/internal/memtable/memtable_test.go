@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/memtable"
+	"github.com/lsmfs/lsmfs/lsm/internal/rangedel"
 )
 
 type entry struct {
@@ -123,6 +125,70 @@ func TestMemtableTombstones(t *testing.T) {
 	add("a", "z", 3)
 	if n := len(m.Tombstones()); n != 9 {
 		t.Fatalf("after third tombstone: %d fragments: %v", n, m.Tombstones())
+	}
+}
+
+// TestTombstonesAddedOneByOne: the cached fragments, extended with each
+// tombstone added over a span of its own and redone otherwise, must equal
+// fragmenting every tombstone at once, after each addition. The mix: new
+// spans apart from the others (file deletions), spans overlapping earlier
+// ones, empty spans, and sequence numbers below the largest seen.
+func TestTombstonesAddedOneByOne(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		m := memtable.New(1 << 20)
+		var all []base.RangeTombstone
+		seq := uint64(100)
+		key := func(i int) []byte { return binary.BigEndian.AppendUint32([]byte("b"), uint32(i)) }
+		for i := range 300 {
+			lo := rng.IntN(5000)
+			hi := lo + 1 + rng.IntN(3)
+			switch r := rng.IntN(100); {
+			case r < 10:
+				hi = lo + rng.IntN(400) // may cover many
+			case r < 13:
+				hi = lo // empty
+			}
+			s := seq + 1
+			if rng.IntN(20) == 0 {
+				s = seq - uint64(rng.IntN(50)) // out of order
+			} else {
+				seq = s
+			}
+			if err := m.Add(base.MakeInternalKey(key(lo), base.SeqNum(s), base.KindRangeDelete), key(hi)); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, base.RangeTombstone{Start: key(lo), End: key(hi), Seq: base.SeqNum(s)})
+			if rng.IntN(4) == 0 && i != 299 {
+				continue // several additions before the next read
+			}
+			want := rangedel.Fragment(slices.Clone(all))
+			same := func(a, b base.RangeTombstone) bool {
+				return bytes.Equal(a.Start, b.Start) && bytes.Equal(a.End, b.End) && a.Seq == b.Seq
+			}
+			if got := m.Tombstones(); !slices.EqualFunc(got, want, same) {
+				t.Fatalf("seed %d, after %d tombstones:\ngot  %v\nwant %v", seed, i+1, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkTombstonesOneByOne: an rm -rf's pattern, a tombstone over each
+// deleted file's blocks and a read (which asks for the fragments) between
+// additions. One op is 300 additions and reads.
+func BenchmarkTombstonesOneByOne(b *testing.B) {
+	for b.Loop() {
+		m := memtable.New(1 << 20)
+		for i := range 300 {
+			lo := binary.BigEndian.AppendUint64([]byte("b"), uint64(i))
+			hi := binary.BigEndian.AppendUint64([]byte("b"), uint64(i)+1)
+			if err := m.Add(base.MakeInternalKey(lo, base.SeqNum(i+1), base.KindRangeDelete), hi); err != nil {
+				b.Fatal(err)
+			}
+			if len(m.Tombstones()) != i+1 {
+				b.Fatal("fragments lost")
+			}
+		}
 	}
 }
 
