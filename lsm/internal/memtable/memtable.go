@@ -34,12 +34,14 @@ type Memtable struct {
 	numTombstones atomic.Uint64
 
 	// frag caches the fragmented tombstones, redone when numTombstones
-	// moves: n tombstones seen, the largest sequence number among them.
+	// passes n, its value before the walk that found them: the cache
+	// holds at least the first n tombstones added (see Tombstones). seen
+	// is how many it holds, maxSeq their largest sequence number.
 	frag struct {
 		sync.Mutex
-		n      uint64
-		maxSeq uint64
-		spans  []base.RangeTombstone
+		n, seen uint64
+		maxSeq  uint64
+		spans   []base.RangeTombstone
 	}
 
 	keyBuf []byte // writer's scratch
@@ -152,9 +154,15 @@ func (m *Memtable) Tombstones() []base.RangeTombstone {
 	}
 	m.frag.Lock()
 	defer m.frag.Unlock()
-	if m.frag.n == n && m.frag.spans != nil {
+	if m.frag.n >= n && m.frag.spans != nil {
 		return m.frag.spans
 	}
+	// The writer links a tombstone, then counts it: the first n are in
+	// the list, and the walk finds them. It may find later ones too, not
+	// all of them (one linked behind it is missed), so the cache is
+	// labelled with n, not with what the walk found: a reader that sees
+	// more counted must walk again. A tombstone found but not counted yet
+	// is of a batch not yet visible, which readers' snapshots leave out.
 	ts := make([]base.RangeTombstone, 0, n)
 	var maxSeq uint64
 	for nd := m.rangeDels.next(m.rangeDels.head, 0); nd != 0; nd = m.rangeDels.next(nd, 0) {
@@ -162,13 +170,11 @@ func (m *Memtable) Tombstones() []base.RangeTombstone {
 		ts = append(ts, base.RangeTombstone{Start: k.UserKey, End: m.rangeDels.value(nd), Seq: k.Seq()})
 		maxSeq = max(maxSeq, uint64(k.Seq()))
 	}
-	// Count what we actually saw: the writer may have added more since n
-	// was read, and the cache must not claim to include them.
-	spans, ok := extendFragments(m.frag.spans, m.frag.n, m.frag.maxSeq, ts)
+	spans, ok := extendFragments(m.frag.spans, m.frag.seen, m.frag.maxSeq, ts)
 	if !ok {
 		spans = rangedel.Fragment(ts)
 	}
-	m.frag.spans, m.frag.n, m.frag.maxSeq = spans, uint64(len(ts)), maxSeq
+	m.frag.spans, m.frag.n, m.frag.seen, m.frag.maxSeq = spans, n, uint64(len(ts)), maxSeq
 	if m.frag.spans == nil {
 		m.frag.spans = []base.RangeTombstone{}
 	}
