@@ -9,6 +9,9 @@ import (
 // FUSE_POSIX_ACL at Init, for tests that drive an FS without a kernel.
 func (f *FS) EnableACL() { f.acl.Store(true) }
 
+// BaseReads returns how many stored blocks flushes have looked up.
+func (f *FS) BaseReads() uint64 { return f.baseReads.Load() }
+
 // SetKernelMinor sets the FUSE protocol minor as if the kernel had
 // reported m at Init.
 func (f *FS) SetKernelMinor(m uint32) { f.kernelMinor.Store(m) }

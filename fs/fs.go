@@ -43,6 +43,10 @@ type FS struct {
 	// (releaseInode): readdirplus's cursor, whose iterator reads records
 	// as they were when it was made, takes a new view when it moves.
 	releases atomic.Uint64
+	// baseReads counts stored blocks a flush looked up (resolveBases):
+	// for the length of a block a write replaced, or the bytes under a
+	// partial one.
+	baseReads atomic.Uint64
 
 	// renameMu serializes renames across directories, as the kernel's
 	// s_vfs_rename_mutex does: it keeps the tree still while a rename

@@ -59,6 +59,21 @@ func TestStoredUnderOverwrites(t *testing.T) {
 			}
 			// A file without holes, its last block short.
 			write(0, pattern(20*bs+700, byte(seed)))
+			if err := e.fsync(ino, fh); err != 0 {
+				t.Fatalf("fsync: %v", err)
+			}
+			// Whole blocks of it rewritten, the short last one too: no
+			// stored block is looked up.
+			before := e.fs.BaseReads()
+			for _, idx := range []int{3, 7, 20, 3} {
+				write(idx*bs, pattern(bs, byte(idx)))
+			}
+			if err := e.fsync(ino, fh); err != 0 {
+				t.Fatalf("fsync: %v", err)
+			}
+			if n := e.fs.BaseReads() - before; n != 0 {
+				t.Fatalf("rewriting whole blocks of a file without holes looked up %d stored blocks", n)
+			}
 			for step := range 300 {
 				blocks := (len(data) + bs - 1) / bs
 				switch r := rng.IntN(100); {

@@ -433,6 +433,7 @@ func (f *FS) resolveBases(ino uint64, dbs []*dirtyBlock, idxs []uint64) error {
 	if len(dbs) == 0 {
 		return nil
 	}
+	f.baseReads.Add(uint64(len(dbs)))
 	bases := make([][]byte, len(dbs))
 	lens := make([]int, len(dbs))
 	errs := make([]error, len(dbs))
