@@ -35,7 +35,9 @@
 // (inode, block index); a block is stored as long as its written bytes, so a
 // short last block and a small file are stored short, and holes (sparse files,
 // truncation upward, punched ranges) store nothing and read as zeros. Each
-// inode counts the bytes its blocks hold (st_blocks). Writes go to a
+// inode counts the bytes its blocks hold (st_blocks); with no block past the
+// size, a count equal to the size means no holes, and a flush then knows the
+// length of each block a write replaced whole without reading it. Writes go to a
 // per-inode buffer shared by every handle of the inode (writebuf.go),
 // flushed on flush, fsync, release, when it passes Options.WriteBufferSize,
 // or before any operation that depends on the stored size or blocks.
