@@ -280,6 +280,7 @@ func mainTable(st *starter, e *env, systems []string, rounds int, only map[strin
 		}
 	}
 	printMain(e, systems, results, rss)
+	printRoundsAhead(e, systems, results)
 	printSerialBound(systems, results)
 	if *flagBreakdown {
 		printRequests(e, systems, results, last)
@@ -452,6 +453,69 @@ func printMain(e *env, systems []string, results map[string]map[string][]stepRes
 		}
 	}
 	fmt.Printf("\n\n")
+}
+
+// printRoundsAhead prints, per row, in how many rounds lsmfs was faster
+// than each other system measured in the same round. A median ratio near 1
+// can hide a split: this is the evidence for "at or above" claims.
+func printRoundsAhead(e *env, systems []string, results map[string]map[string][]stepResult) {
+	if !slices.Contains(systems, sysLsmfs) {
+		return
+	}
+	var others []string
+	for _, o := range []string{sysCeiling, sysPassthrough, sysExt4} {
+		if slices.Contains(systems, o) {
+			others = append(others, o)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	fmt.Printf("### Rounds lsmfs led\n\n")
+	fmt.Printf("Per row, the rounds in which lsmfs was faster than the other system in the same round, of the rounds both measured.\n\n")
+	fmt.Printf("| workload |")
+	for _, o := range others {
+		fmt.Printf(" vs %s |", o)
+	}
+	fmt.Printf("\n|---|")
+	for range others {
+		fmt.Printf("---:|")
+	}
+	fmt.Println()
+	for _, d := range rows {
+		ls, ok := results[sysLsmfs][d.key]
+		if !ok {
+			continue
+		}
+		fmt.Printf("| %s |", rowLabel(d, e.sz, e.tarEntries))
+		for _, o := range others {
+			led, n := roundsAhead(ls, results[o][d.key], d.seconds)
+			if n == 0 {
+				fmt.Printf(" – |")
+				continue
+			}
+			fmt.Printf(" %d/%d |", led, n)
+		}
+		fmt.Println()
+	}
+	fmt.Println()
+}
+
+// roundsAhead counts the rounds (index i of both slices) in which a beat b:
+// a higher rate, or a shorter time when seconds. Rounds with a note or no
+// value on either side are not counted.
+func roundsAhead(a, b []stepResult, seconds bool) (led, n int) {
+	for i := range min(len(a), len(b)) {
+		x, y := a[i], b[i]
+		if x.note != "" || y.note != "" || x.value == 0 || y.value == 0 {
+			continue
+		}
+		n++
+		if (!seconds && x.value > y.value) || (seconds && x.value < y.value) {
+			led++
+		}
+	}
+	return led, n
 }
 
 // printSerialBound prints the most a filesystem that serves its data from
