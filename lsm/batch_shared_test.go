@@ -101,10 +101,11 @@ func TestValueLen(t *testing.T) {
 	}
 }
 
-// TestSmallSyncBatchesStayInline: a synchronous batch of at most 64 KiB keeps
-// its large values in the tree (its commit then forces only the journal); a
-// larger one, or an asynchronous one, moves them to the value log. Either
-// way the values read back, also after a reopen.
+// TestSmallSyncBatchesStayInline: a synchronous batch of at most 64 KiB
+// keeps its large values inline, in the journal and the memtable (its commit
+// then forces only the journal; a flush moves them to the value log later);
+// a larger one, or an asynchronous one, moves them to the value log at
+// once. Either way the values read back, also after a reopen.
 func TestSmallSyncBatchesStayInline(t *testing.T) {
 	opts := &lsm.Options{UUID: [16]byte{9}}
 	dir, db := formatOpen(t, opts)
@@ -129,6 +130,10 @@ func TestSmallSyncBatchesStayInline(t *testing.T) {
 	apply(true, 4096, 4096, 100)
 	if got := vlogBytes(); got != before {
 		t.Fatalf("a small synchronous batch wrote %d bytes to the value log", got-before)
+	}
+	apply(true, 30<<10, 30<<10)
+	if got := vlogBytes(); got != before {
+		t.Fatalf("a 60 KiB synchronous batch wrote %d bytes to the value log", got-before)
 	}
 	apply(true, 40<<10, 40<<10)
 	if got := vlogBytes(); got < before+80<<10 {

@@ -284,7 +284,7 @@ func (d *DB) runCompaction(c *compaction) error {
 	if c.outputLevel == 0 {
 		target = math.MaxUint64 // an L0 output is one table: one sorted run
 	}
-	outputs, written, err := d.writeTables(ci, target)
+	outputs, written, err := d.writeTables(ci, target, false)
 	miter.Close()
 	if err != nil {
 		return retryable(err) // writeTables left nothing behind

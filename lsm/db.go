@@ -78,7 +78,12 @@ type DB struct {
 		// unreadable holds the segments the cleaner could not read (a
 		// bad sector, damage): it leaves them alone until the next open.
 		unreadable map[uint64]bool
-		iterSeqs   map[base.SeqNum]int
+		// flushVlogFloor is the first segment the running flush created
+		// to move inline values to (0: none): the cleaner leaves that
+		// segment and later ones alone until the flush's tables, which
+		// hold the only pointers to those records, are in the tree.
+		flushVlogFloor uint64
+		iterSeqs       map[base.SeqNum]int
 		// compactPointer[l] is where the next size-triggered compaction of
 		// level l starts (round robin over the key space).
 		compactPointer [numLevels][]byte
@@ -130,6 +135,9 @@ type DB struct {
 	// registration of the iterator's sequence number and the loading of
 	// its read state.
 	testHookNewIter func()
+	// testHookFlushMoved, set by tests only, runs in a flush that moved
+	// values to the value log, before it seals its last segment.
+	testHookFlushMoved func()
 }
 
 // readState is what a reader needs: the memtables (newest first) and the
@@ -301,7 +309,7 @@ func (d *DB) applyLocked(b *Batch, sync, frees bool) (*journal.Commit, error) {
 		return nil, fmt.Errorf("apply batch seq=%d: %w", seq, d.failure(err))
 	}
 	mem := d.mutableForWrite(b.memSize)
-	err = applyBatchToMemtable(mem, b.repr)
+	err = applyBatchToMemtable(mem, b.repr, d.inlineThreshold())
 	if err == nil {
 		mem.lsn = c.LSN()
 		mem.maxSeq = seq + base.SeqNum(b.count) - 1
@@ -332,7 +340,13 @@ func (d *DB) maxBatchBytes() uint64 {
 	return n
 }
 
-func applyBatchToMemtable(mem *memTable, repr []byte) error {
+// inlineThreshold is the value size from which a value a batch keeps inline
+// is counted in memTable.inlineLarge (0: no value log, nothing counted).
+func (d *DB) inlineThreshold() int { return max(d.opts.ValueThreshold, 0) }
+
+// applyBatchToMemtable inserts the batch's entries into mem, counting the
+// Set values of at least inline bytes (inline > 0) in mem.inlineLarge.
+func applyBatchToMemtable(mem *memTable, repr []byte, inline int) error {
 	r, err := newBatchReader(repr)
 	if err != nil {
 		return err
@@ -344,6 +358,9 @@ func applyBatchToMemtable(mem *memTable, repr []byte) error {
 		}
 		if !ok {
 			return nil
+		}
+		if inline > 0 && e.kind == base.KindSet && len(e.value) >= inline {
+			mem.inlineLarge += uint64(len(e.value))
 		}
 		if err := mem.Add(base.MakeInternalKey(e.key, e.seq, e.kind), e.value); err != nil {
 			return fmt.Errorf("apply batch seq=%d to memtable: %w", e.seq, err)

@@ -43,4 +43,9 @@
 //   - A table is deleted only when no version references it.
 //   - In levels >= 1, tables are disjoint and sorted; every version of a user
 //     key in a level lives in one table. Newer levels hold newer versions.
+//   - With a value log, tables hold values of ValueThreshold bytes or more
+//     only from flushes of less than flushMoveMin of them: a flush moves the
+//     values synchronous batches kept inline (one force per commit) to
+//     segments of its own, sealed and recorded in the same manifest edit as
+//     its tables (valueSeparator).
 package lsm

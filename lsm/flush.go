@@ -63,11 +63,12 @@ func (d *DB) flushQueued() error {
 	// The snapshot list is read after every insert into the inputs ended:
 	// visibleSeq then covers the inputs, so a snapshot taken later sees all
 	// of them (top stripe) and one taken earlier is in the list.
-	var lsn uint64
+	var lsn, inlineLarge uint64
 	var maxSeq base.SeqNum
 	for _, m := range mems {
 		m.writers.Wait()
 		lsn, maxSeq = max(lsn, m.lsn), max(maxSeq, m.maxSeq)
+		inlineLarge += m.inlineLarge
 	}
 	d.mu.Lock()
 	snapshots := d.mu.snapshots.seqs()
@@ -80,9 +81,12 @@ func (d *DB) flushQueued() error {
 	}
 	miter := newMergingIter(iters)
 	c := newCompactionIter(miter, snapshots, fragment(tombs), false)
-	outputs, written, err := d.writeTables(c, math.MaxUint64)
+	// Values kept inline move to the value log when there are enough of
+	// them to make a segment worth its file (flushMoveMin).
+	outputs, written, err := d.writeTables(c, math.MaxUint64, inlineLarge >= flushMoveMin)
 	miter.Close()
 	if err != nil {
+		d.clearFlushVlogFloor()
 		return retryable(err) // writeTables left nothing behind
 	}
 	d.space.written.Add(written)
@@ -90,6 +94,7 @@ func (d *DB) flushQueued() error {
 		// The tables point into the value log: its bytes must be durable
 		// before the manifest makes the tables part of the tree.
 		if err := d.vlogW.SyncWritten(); err != nil {
+			d.clearFlushVlogFloor()
 			return err
 		}
 	}
@@ -99,7 +104,11 @@ func (d *DB) flushQueued() error {
 	}
 	d.mu.Lock()
 	d.addVlogEditLocked(e, c.drops)
-	if err := d.mu.versions.logAndApply(e); err != nil {
+	err = d.mu.versions.logAndApply(e)
+	// Applied, the tables hold the pointers to what the flush moved; failed,
+	// the records are garbage (the engine fails, or retries the flush).
+	d.mu.flushVlogFloor = 0
+	if err != nil {
 		d.mu.Unlock()
 		return err
 	}
@@ -171,3 +180,19 @@ func (d *DB) Flush() error {
 
 // mergeInput is an input of a merging iterator.
 type mergeInput = base.InternalIterator
+
+// flushMoveMin is the least a flush moves to the value log (counted before
+// dropping superseded versions): each move creates segments of the flush's
+// own, and a segment per flush of a few small synchronous files would
+// leave a trail of small files the cleaner does not merge while their
+// values live. Below it, the values stay in the tables, at most this much
+// per flush.
+const flushMoveMin = 1 << 20
+
+// clearFlushVlogFloor lets the cleaner at every segment again after a
+// flush failed: what it moved has no pointer and is garbage.
+func (d *DB) clearFlushVlogFloor() {
+	d.mu.Lock()
+	d.mu.flushVlogFloor = 0
+	d.mu.Unlock()
+}

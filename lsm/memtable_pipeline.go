@@ -41,6 +41,10 @@ type memTable struct {
 	// writers.Wait().
 	lsn    uint64
 	maxSeq base.SeqNum
+	// inlineLarge counts the bytes of values of at least ValueThreshold
+	// that batches kept inline (synchronous ones, see syncInlineMax): what
+	// a flush would move to the value log. Same access rules as lsn.
+	inlineLarge uint64
 	// writers counts inserts in flight; taken under DB.mu while the segment
 	// is active.
 	writers sync.WaitGroup
@@ -222,11 +226,12 @@ func (d *DB) pickMemCompactionLocked() *memCompaction {
 // runMemCompaction builds the replacement segment and installs it if no
 // flush took the inputs meanwhile.
 func (d *DB) runMemCompaction(job *memCompaction) {
-	var lsn uint64
+	var lsn, inlineLarge uint64
 	var maxSeq base.SeqNum
 	for _, m := range job.inputs {
 		m.writers.Wait()
 		lsn, maxSeq = max(lsn, m.lsn), max(maxSeq, m.maxSeq)
+		inlineLarge += m.inlineLarge // an upper bound once merged
 	}
 	// Read after the inserts ended (see flushQueued).
 	d.mu.Lock()
@@ -262,7 +267,7 @@ func (d *DB) runMemCompaction(job *memCompaction) {
 		outTombs = tombs
 	}
 	miter.Close()
-	out := &memTable{flat: b.Finish(outTombs), lsn: lsn, maxSeq: maxSeq}
+	out := &memTable{flat: b.Finish(outTombs), lsn: lsn, maxSeq: maxSeq, inlineLarge: inlineLarge}
 
 	// Adaptive: measure the duplicate share of a newly flattened segment
 	// against itself and the older pipeline segments.

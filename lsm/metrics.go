@@ -25,6 +25,9 @@ type dbMetrics struct {
 	memDropped      atomic.Uint64
 	vlogCleaned     atomic.Uint64
 	vlogRewritten   atomic.Uint64
+	// flushValuesMoved counts inline value bytes flushes moved to the
+	// value log (valueSeparator).
+	flushValuesMoved atomic.Uint64
 }
 
 // LevelMetrics describe one level.
@@ -52,7 +55,9 @@ type Metrics struct {
 
 	// UserBytes is the encoded size of all batches applied since open.
 	UserBytes uint64
-	// FlushBytes and CompactionBytes are the table bytes written since open.
+	// FlushBytes and CompactionBytes are the table bytes written since open;
+	// FlushBytes also counts the values flushes moved to the value log
+	// (Vlog.FlushMoved).
 	FlushBytes, CompactionBytes uint64
 	// CompactionBytesIn is the table bytes read by compactions.
 	CompactionBytesIn    uint64

@@ -430,7 +430,7 @@ func (d *DB) replay() error {
 			d.mu.mem.mutable = d.newMemTable(need)
 		}
 		m := d.mu.mem.mutable
-		if err := applyBatchToMemtable(m, rec); err != nil {
+		if err := applyBatchToMemtable(m, rec, d.inlineThreshold()); err != nil {
 			return fmt.Errorf("record lsn=%d: %w", lsn, err)
 		}
 		m.lsn, m.maxSeq = lsn, last

@@ -245,10 +245,12 @@ func TestDamagedActiveSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	val := func(i int) []byte { return []byte(strings.Repeat(fmt.Sprintf("value %04d ", i), 20)) }
+	// Not synchronous batches: those keep small values inline until a
+	// flush moves them to segments of its own; these go to the active one.
 	for i := 0; i < 100; i++ {
 		b := lsm.NewBatch()
 		b.Set([]byte(fmt.Sprintf("k%04d", i)), val(i))
-		if err := db.Apply(b, true); err != nil {
+		if err := db.Apply(b, false); err != nil {
 			t.Fatal(err)
 		}
 		if i == 50 {
@@ -256,6 +258,9 @@ func TestDamagedActiveSegment(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	if err := db.SyncJournal(); err != nil { // all acknowledged
+		t.Fatal(err)
 	}
 	crashed := fs.CrashClone()
 	db.Close()
@@ -274,6 +279,9 @@ func TestDamagedActiveSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	size, _ := f.Size()
+	if size < 100*int64(len(val(0))) {
+		t.Fatalf("active segment of %d bytes: the values are not in it", size)
+	}
 	// Damage a value byte a third of the way in (records of keys in the
 	// table) and, in a second copy, two thirds in (keys in the journal).
 	for _, at := range []int64{size / 3, 2 * size / 3} {

@@ -7,6 +7,7 @@ import (
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
 	"github.com/lsmfs/lsmfs/lsm/internal/sstable"
+	"github.com/lsmfs/lsmfs/lsm/internal/vlog"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
 
@@ -156,30 +157,120 @@ func (o *outputWriter) abort() {
 	o.outputs = nil
 }
 
-// writeTables drains c into tables. On error, nothing is left behind.
-func (d *DB) writeTables(c *compactionIter, targetSize uint64) ([]*manifest.FileMetadata, uint64, error) {
+// writeTables drains c into tables; with separate (a flush), large inline
+// values go to the value log on the way (valueSeparator). On error, nothing
+// is left behind but value-log records no pointer names (garbage, as after
+// a crash). The bytes it returns include the values moved.
+func (d *DB) writeTables(c *compactionIter, targetSize uint64, separate bool) ([]*manifest.FileMetadata, uint64, error) {
 	o := &outputWriter{d: d, targetSize: targetSize, tombs: c.outputTombstones()}
+	add := o.add
+	var sep *valueSeparator
+	if separate && d.vlogW != nil {
+		sep = &valueSeparator{d: d, out: o.add}
+		add = sep.add
+	}
+	fail := func(err error) ([]*manifest.FileMetadata, uint64, error) {
+		o.abort()
+		sep.close()
+		return nil, 0, err
+	}
 	for c.next() {
-		if err := o.add(c.key, c.value); err != nil {
-			o.abort()
-			return nil, 0, err
+		if err := add(c.key, c.value); err != nil {
+			return fail(err)
 		}
 	}
 	if c.err != nil {
-		o.abort()
-		return nil, 0, c.err
+		return fail(c.err)
+	}
+	if err := sep.close(); err != nil {
+		return fail(err)
+	}
+	if sep != nil {
+		o.bytes += sep.moved
 	}
 	if err := o.close(); err != nil {
-		o.abort()
-		return nil, 0, err
+		return fail(err)
 	}
 	if len(o.outputs) > 0 {
 		// The manifest edit that names the tables must not outlive their
 		// directory entries.
 		if err := d.opts.FS.SyncDir(d.dirname); err != nil {
-			o.abort()
-			return nil, 0, fmt.Errorf("sync %s: %w", d.dirname, err)
+			return fail(fmt.Errorf("sync %s: %w", d.dirname, err))
 		}
 	}
 	return o.outputs, o.bytes, nil
+}
+
+// valueSeparator moves the large values a flush finds inline to the value
+// log and writes pointers to them instead, so that tables never hold them
+// and compactions never copy them. Synchronous batches of up to
+// syncInlineMax bytes keep their values inline in the journal and the
+// memtable (one device flush per commit, see separates); this is where
+// they join the value log, in large sequential appends off the commit path.
+//
+// It appends to segments of its own (a writer per flush), not to the active
+// one: that writer's buffer belongs to Apply, under the commit lock, which
+// a flush must not take (a writer stalled for memtable room holds it while
+// it waits for the flush). close syncs and seals them before the flush's
+// manifest edit, which then records them. Until the tables are in the tree,
+// their records have no pointer the cleaner can see: the flush sets
+// flushVlogFloor, and the cleaner leaves the segments from there on alone.
+// A nil separator does nothing.
+type valueSeparator struct {
+	d       *DB
+	out     func(base.InternalKey, []byte) error
+	w       *vlog.Writer // nil until a value moves
+	pending int          // bytes appended since the writer's last Flush
+	moved   uint64       // value bytes moved
+	pbuf    []byte
+}
+
+// sepFlushBytes bounds what the writer buffers before it writes (close
+// syncs once, at the end: a sync is a device flush, which the journal's
+// forces would queue behind).
+const sepFlushBytes = 1 << 20
+
+func (s *valueSeparator) add(k base.InternalKey, v []byte) error {
+	d := s.d
+	if k.Kind() != base.KindSet || len(v) < d.opts.ValueThreshold {
+		return s.out(k, v)
+	}
+	if s.w == nil {
+		w, err := vlog.NewWriter(d.opts.FS, d.dirname, d.opts.VlogSegmentSize, d.newFlushSegment, d.sealVlogSegment)
+		if err != nil {
+			return err
+		}
+		s.w = w
+	}
+	p, err := s.w.Append(k.UserKey, v)
+	if err != nil {
+		return err
+	}
+	s.moved += uint64(len(v))
+	if s.pending += len(v); s.pending >= sepFlushBytes {
+		if err := s.w.Flush(); err != nil {
+			return err
+		}
+		s.pending = 0
+	}
+	s.pbuf = p.Append(s.pbuf[:0])
+	return s.out(base.MakeInternalKey(k.UserKey, k.Seq(), base.KindValuePointer), s.pbuf)
+}
+
+// close syncs and seals the flush's segments. After a failure the segments
+// are sealed as far as they got, or left to the next open (garbage either
+// way: no table that names them joins the tree).
+func (s *valueSeparator) close() error {
+	if s == nil || s.w == nil {
+		return nil
+	}
+	if h := s.d.testHookFlushMoved; h != nil {
+		h()
+	}
+	err := s.w.Close()
+	s.w = nil
+	if err == nil {
+		s.d.metrics.flushValuesMoved.Add(s.moved)
+	}
+	return err
 }

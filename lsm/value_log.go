@@ -22,8 +22,9 @@ import (
 // the journal, and the journal's BeforeForce hook forces the value log
 // before every frame, so no durable frame points to bytes that are not.
 // Exception: a synchronous batch of at most syncInlineMax bytes keeps its
-// values in the tree (see separates), so that its commit costs one device
-// flush (the journal's) instead of two.
+// values inline, in the journal and the memtable (see separates), so that
+// its commit costs one device flush (the journal's) instead of two; the
+// memtable's flush then moves them to the value log (valueSeparator).
 //
 // Space: compactions and in-memory merges that drop a pointer add its bytes
 // to its segment's discard count (persisted in manifest edits). The cleaner
@@ -180,14 +181,30 @@ func (d *DB) startValueLogWriter() error {
 			d.vlogActive.Store(n)
 			return n
 		},
-		func(seg uint64, size int64, keys vlog.KeyRange) {
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			d.mu.versions.vlog[seg] = &vlogSegment{size: uint64(size), keys: keys}
-			d.mu.pendingSeals = append(d.mu.pendingSeals, manifest.VlogSegment{Num: seg, Bytes: uint64(size)})
-			d.maybeScheduleCleanLocked()
-		})
+		d.sealVlogSegment)
 	return err
+}
+
+// sealVlogSegment records a sealed segment (synced, never appended to
+// again); the next manifest edit makes it durable.
+func (d *DB) sealVlogSegment(seg uint64, size int64, keys vlog.KeyRange) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.versions.vlog[seg] = &vlogSegment{size: uint64(size), keys: keys}
+	d.mu.pendingSeals = append(d.mu.pendingSeals, manifest.VlogSegment{Num: seg, Bytes: uint64(size)})
+	d.maybeScheduleCleanLocked()
+}
+
+// newFlushSegment numbers a segment of a flush's valueSeparator and keeps
+// the cleaner away from it (flushVlogFloor) until the flush ends.
+func (d *DB) newFlushSegment() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.mu.versions.newFileNum()
+	if d.mu.flushVlogFloor == 0 {
+		d.mu.flushVlogFloor = n
+	}
+	return n
 }
 
 // fileNum parses "NNNNNN<ext>".
@@ -235,11 +252,14 @@ func (d *DB) separateValues(b *Batch) (*Batch, error) {
 }
 
 // syncInlineMax is the size up to which a synchronous batch keeps its large
-// values in the tree instead of the value log. Such a batch (an fsync of a
-// small file) would otherwise force the value log (an append: the file
-// system commits its size too) and then the journal; inline, only the
-// journal. The tree takes the bytes of a few small files per commit:
-// compactions copy them, and the value log's garbage is unchanged.
+// values inline (journal and memtable) instead of appending them to the
+// value log. Such a batch (an fsync of a small file) would otherwise force
+// the value log (an append: the file system commits its size too) and then
+// the journal; inline, only the journal. The flush then moves the values to
+// the value log (valueSeparator), so tables never hold them and compactions
+// never copy them. Larger batches measured no faster inline: the second
+// write of their bytes, and a memtable full of data, cost what the saved
+// force gains (README, "Tried").
 const syncInlineMax = 64 << 10
 
 // separates reports whether Apply moves b's large values to the value log.
@@ -357,6 +377,9 @@ type VlogStats struct {
 	ReadAheads uint64
 	// BytesWritten counts bytes written to segments since open.
 	BytesWritten uint64
+	// FlushMoved counts the value bytes that synchronous batches kept
+	// inline and flushes then moved to the value log.
+	FlushMoved uint64
 }
 
 func (d *DB) vlogStatsLocked() VlogStats {
@@ -368,6 +391,7 @@ func (d *DB) vlogStatsLocked() VlogStats {
 	}
 	s.Cleaned = d.metrics.vlogCleaned.Load()
 	s.Rewritten = d.metrics.vlogRewritten.Load()
+	s.FlushMoved = d.metrics.flushValuesMoved.Load()
 	if d.vlogR != nil {
 		s.DiskReads = d.vlogR.DiskReads.Load()
 		s.DiskBytes = d.vlogR.DiskBytes.Load()
@@ -377,6 +401,15 @@ func (d *DB) vlogStatsLocked() VlogStats {
 		s.BytesWritten = d.vlogW.BytesWritten.Load()
 	}
 	return s
+}
+
+// flushMovingLocked reports whether the running flush may have moved
+// values into seg whose pointers are not in the tree yet (flushVlogFloor):
+// the cleaner would find them dead. The flush appends only to segments it
+// creates, numbered from the floor on, so a segment picked before the floor
+// was set holds none. d.mu is held.
+func (d *DB) flushMovingLocked(seg uint64) bool {
+	return d.mu.flushVlogFloor != 0 && seg >= d.mu.flushVlogFloor
 }
 
 // liveRatio estimates the share of a sealed segment that holds live values.
@@ -425,14 +458,14 @@ func (d *DB) pickCleanLocked(threshold float64, n int) []uint64 {
 	}
 	var cs []cand
 	for seg, s := range d.mu.versions.vlog {
-		if seg == active || d.mu.zombies[seg] != 0 || d.mu.unreadable[seg] {
+		if seg == active || d.mu.zombies[seg] != 0 || d.mu.unreadable[seg] || d.flushMovingLocked(seg) {
 			continue
 		}
 		u := s.liveRatio()
 		if u >= threshold {
 			continue
 		}
-		age := float64(active - seg)
+		age := max(float64(active)-float64(seg), 0) // a flush's segments can be newer than the active one
 		cs = append(cs, cand{seg, (1 - u) * age / (1 + u)})
 	}
 	slices.SortFunc(cs, func(a, b cand) int {
@@ -581,7 +614,7 @@ func (d *DB) retireDeadSegments(n int) (int, error) {
 	active := d.vlogActive.Load()
 	var segs []uint64
 	for seg := range d.mu.versions.vlog {
-		if seg != active && d.mu.zombies[seg] == 0 && !d.mu.unreadable[seg] {
+		if seg != active && d.mu.zombies[seg] == 0 && !d.mu.unreadable[seg] && !d.flushMovingLocked(seg) {
 			segs = append(segs, seg)
 		}
 	}

@@ -109,6 +109,7 @@ func metricDescs() []metricDesc {
 		gauge("value_log_live_ratio", "Live share of the sealed value-log segments.", func(s *Stats) float64 { return s.ValueLog.LiveRatio }),
 		counter("value_log_cleaned_segments_total", "Value-log segments cleaned and removed.", func(s *Stats) float64 { return float64(s.ValueLog.Cleaned) }),
 		counter("value_log_rewritten_bytes_total", "Value bytes moved by the value-log cleaner.", func(s *Stats) float64 { return float64(s.ValueLog.RewrittenBytes) }),
+		counter("value_log_flush_moved_bytes_total", "Value bytes of synchronous writes that flushes moved from the journal's inline copies to the value log.", func(s *Stats) float64 { return float64(s.ValueLog.FlushMovedBytes) }),
 		counter("value_log_disk_reads_total", "Values read from value-log files.", func(s *Stats) float64 { return float64(s.ValueLog.DiskReads) }),
 		counter("value_log_read_aheads_total", "Runs of a file read in sequence served from the daemon's read-ahead.", func(s *Stats) float64 { return float64(s.ValueLog.ReadAheads) }),
 

@@ -218,7 +218,7 @@ func optionTable() []option {
 		{
 			OptionDoc: OptionDoc{Name: "value_threshold", Arg: "SIZE", Group: GroupLsmfs,
 				Default: FormatSize(int64(def.ValueThreshold)),
-				Usage:   "values (file data blocks) of at least SIZE go to the value log and the tree keeps a pointer, except in synchronous writes (fsync, O_SYNC) of at most 64 KiB, which keep them in the tree; 0 keeps all data in the tree"},
+				Usage:   "values (file data blocks) of at least SIZE go to the value log and the tree keeps a pointer; synchronous writes (fsync, O_SYNC) of at most 64 KiB keep theirs in the journal and the memtable, and the next flush moves them to the value log (when it holds at least 1 MiB of them; less stays in the tree); 0 keeps all data in the tree"},
 			apply: engineOption(func(c *Config, val string) error {
 				n, err := ParseSize(val)
 				if err != nil {

@@ -121,8 +121,11 @@ type ValueLogStats struct {
 	LiveRatio      float64 `json:"live_ratio"`
 	Cleaned        uint64  `json:"cleaned_segments"`
 	RewrittenBytes uint64  `json:"rewritten_bytes"`
-	DiskReads      uint64  `json:"disk_reads"`
-	DiskBytes      uint64  `json:"disk_bytes"`
+	// FlushMovedBytes counts the value bytes synchronous writes kept
+	// inline that flushes then moved to the value log.
+	FlushMovedBytes uint64 `json:"flush_moved_bytes"`
+	DiskReads       uint64 `json:"disk_reads"`
+	DiskBytes       uint64 `json:"disk_bytes"`
 	// ReadAheads counts runs of a file read in sequence served from the
 	// daemon's own read-ahead.
 	ReadAheads uint64 `json:"read_aheads"`
@@ -176,7 +179,7 @@ func EngineStats(db *lsm.DB, dataDir string) Stats {
 		ValueLog: ValueLogStats{
 			Segments: m.Vlog.Segments, Bytes: m.Vlog.Bytes, LiveBytes: m.Vlog.LiveBytes, LiveRatio: 1,
 			Cleaned: m.Vlog.Cleaned, RewrittenBytes: m.Vlog.Rewritten, DiskReads: m.Vlog.DiskReads, DiskBytes: m.Vlog.DiskBytes,
-			ReadAheads: m.Vlog.ReadAheads,
+			ReadAheads: m.Vlog.ReadAheads, FlushMovedBytes: m.Vlog.FlushMoved,
 		},
 		Cache: CacheStats{
 			Capacity: m.Cache.Capacity, Used: m.Cache.Used, Hits: m.Cache.Hits, Misses: m.Cache.Misses,

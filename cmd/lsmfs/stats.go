@@ -209,7 +209,7 @@ func printStats(w io.Writer, s mount.Stats, prev *mount.Stats, asJSON bool) erro
 
 	v := s.ValueLog
 	fmt.Fprintf(tw, "\nvalue log\t%d segments, %s sealed, %s live\tlive ratio %.2f\n", v.Segments, b(v.Bytes), b(v.LiveBytes), v.LiveRatio)
-	fmt.Fprintf(tw, "  cleaned %d segments, rewrote %s, %d disk reads\n", v.Cleaned, b(v.RewrittenBytes), v.DiskReads)
+	fmt.Fprintf(tw, "  cleaned %d segments, rewrote %s, %d disk reads; flushes moved %s of synchronous writes here\n", v.Cleaned, b(v.RewrittenBytes), v.DiskReads, b(v.FlushMovedBytes))
 
 	ca := s.Cache
 	fmt.Fprintf(tw, "\ncache\t%s of %s\thit ratio %.2f (%d hits, %d misses)\n", b(uint64(max(ca.Used, 0))), b(uint64(max(ca.Capacity, 0))), ca.HitRatio, ca.Hits, ca.Misses)
