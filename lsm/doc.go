@@ -46,6 +46,7 @@
 //   - With a value log, tables hold values of ValueThreshold bytes or more
 //     only from flushes of less than flushMoveMin of them: a flush moves the
 //     values synchronous batches kept inline (one force per commit) to
-//     segments of its own, sealed and recorded in the same manifest edit as
-//     its tables (valueSeparator).
+//     segments of its own, synced and sealed before the manifest edit that
+//     names its tables (the seals are recorded in it or an earlier one;
+//     valueSeparator).
 package lsm

@@ -3,6 +3,7 @@ package lsm
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
 	"github.com/lsmfs/lsmfs/lsm/internal/manifest"
@@ -190,9 +191,44 @@ type mergeInput = base.InternalIterator
 const flushMoveMin = 1 << 20
 
 // clearFlushVlogFloor lets the cleaner at every segment again after a
-// flush failed: what it moved has no pointer and is garbage.
+// flush failed.
 func (d *DB) clearFlushVlogFloor() {
 	d.mu.Lock()
 	d.mu.flushVlogFloor = 0
+	d.maybeScheduleCleanLocked()
 	d.mu.Unlock()
+}
+
+// dropFlushSegments removes the segments of a flush that failed (no
+// pointer to their records exists): a seal no edit recorded yet is taken
+// back and the file removed; a segment an edit already recorded (another
+// one took the pending seals) goes the cleaner's way, as a zombie no
+// reader needs. A file it cannot remove is adopted at the next open, with
+// nothing pointing into it.
+func (d *DB) dropFlushSegments(segs []uint64) {
+	if len(segs) == 0 {
+		return
+	}
+	d.mu.Lock()
+	var remove []uint64
+	for _, seg := range segs {
+		if i := slices.IndexFunc(d.mu.pendingSeals, func(s manifest.VlogSegment) bool { return s.Num == seg }); i >= 0 {
+			d.mu.pendingSeals = slices.Delete(d.mu.pendingSeals, i, i+1)
+			delete(d.mu.versions.vlog, seg)
+			remove = append(remove, seg)
+		} else if d.mu.versions.vlog[seg] != nil {
+			d.mu.zombies[seg] = max(base.SeqNum(d.visibleSeq.Load()), 1)
+		} else {
+			remove = append(remove, seg) // never sealed
+		}
+	}
+	d.mu.flushVlogFloor = 0
+	d.maybeScheduleCleanLocked()
+	d.mu.Unlock()
+	for _, seg := range remove {
+		d.vlogR.Forget(seg)
+	}
+	if err := d.removeSegmentFiles(remove); err != nil {
+		d.opts.Logger.Warn("remove the value-log segments of a failed flush", "err", err)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lsmfs/lsmfs/lsm/internal/base"
@@ -270,5 +272,153 @@ func TestSmallFlushKeepsInline(t *testing.T) {
 		if got, err := d.Get(key(i)); err != nil || binary.BigEndian.Uint64(got) != uint64(i) {
 			t.Fatalf("key %d: %v", i, err)
 		}
+	}
+}
+
+// TestFailedFlushDropsItsSegments: a flush that fails (ENOSPC in the middle
+// of its value-log writes, after some of its segments were sealed) removes
+// every segment it made. Flush retries it at once (one attempt on a full
+// disk); afterwards every segment on disk holds a live value, and a reopen
+// finds everything.
+func TestFailedFlushDropsItsSegments(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem, nil)
+	opts := &Options{FS: efs, UUID: [16]byte{10}, ValueThreshold: 1024, VlogSegmentSize: 64 << 10,
+		SpaceReserve: -1, Journal: JournalOptions{Size: 16 << 20}}
+	if err := Format("/db", opts); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { d.Close() }()
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("B"), uint64(i)) }
+	val := func(i int) []byte {
+		v := make([]byte, 4096)
+		binary.BigEndian.PutUint64(v, uint64(i))
+		return v
+	}
+	const n = 400
+	for i := range n {
+		b := NewBatch()
+		b.Set(key(i), val(i))
+		if err := d.Apply(b, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var writes int
+	efs.SetInjector(vfs.InjectorFunc(func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite && strings.HasSuffix(op.Path, ".vlog") {
+			if writes++; writes == 8 { // a few segments in: some sealed
+				return vfs.ENOSPC
+			}
+		}
+		return nil
+	}))
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	efs.SetInjector(nil)
+	if writes < 8 {
+		t.Fatalf("%d value-log writes: the injected failure did not happen", writes)
+	}
+	d.mu.Lock()
+	active := d.vlogActive.Load()
+	var sealed []uint64
+	for seg := range d.mu.versions.vlog {
+		sealed = append(sealed, seg)
+	}
+	d.mu.Unlock()
+	for _, seg := range sealed {
+		d.mu.Lock()
+		sg := d.mu.versions.vlog[seg]
+		d.mu.Unlock()
+		if dead, err := d.segmentDead(seg, sg); err != nil || dead {
+			t.Errorf("segment %d: dead %v (%v): a failed flush left it", seg, dead, err)
+		}
+	}
+	names, err := mem.List("/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if num, ok := fileNum(name, ".vlog"); ok && num != active && !slices.Contains(sealed, num) {
+			t.Errorf("%s on disk, not a known segment", name)
+		}
+	}
+	for _, reopen := range []bool{false, true} {
+		if reopen {
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if d, err = Open("/db", opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range n {
+			if got, err := d.Get(key(i)); err != nil || string(got) != string(val(i)) {
+				t.Fatalf("reopened %v: key %d: %v", reopen, i, err)
+			}
+		}
+	}
+}
+
+// TestRetiredSegmentNotSealedAgain: a segment the cleaner retires before
+// any manifest edit recorded its seal. The deletion's edit must carry the
+// seal too; otherwise the next edit (a flush's) records the seal after the
+// deletion, and the manifest names a segment whose file is gone: the next
+// open fails.
+func TestRetiredSegmentNotSealedAgain(t *testing.T) {
+	opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{11}, ValueThreshold: 100, VlogSegmentSize: 64 << 10,
+		Journal: JournalOptions{Size: 16 << 20}}
+	if err := Format("/db", opts); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { d.Close() }()
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("B"), uint64(i)) }
+	v := make([]byte, 1024)
+	for i := range 100 { // 100 KiB: the active segment rolls once
+		b := NewBatch()
+		b.Set(key(i), v)
+		if err := d.Apply(b, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := NewBatch()
+	b.DeleteRange(key(0), key(100))
+	if err := d.Apply(b, false); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	pending := len(d.mu.pendingSeals)
+	d.mu.Unlock()
+	if pending == 0 {
+		t.Fatal("no sealed segment waits for an edit")
+	}
+	retired, err := d.retireDeadSegments(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retired == 0 {
+		t.Fatal("the dead sealed segment was not retired")
+	}
+	b = NewBatch()
+	b.Set([]byte("x"), []byte("y"))
+	if err := d.Apply(b, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil { // an edit after the deletion
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = Open("/db", opts); err != nil {
+		t.Fatalf("reopen: %v", err)
 	}
 }

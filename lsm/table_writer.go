@@ -171,7 +171,7 @@ func (d *DB) writeTables(c *compactionIter, targetSize uint64, separate bool) ([
 	}
 	fail := func(err error) ([]*manifest.FileMetadata, uint64, error) {
 		o.abort()
-		sep.close()
+		sep.abort()
 		return nil, 0, err
 	}
 	for c.next() {
@@ -185,9 +185,6 @@ func (d *DB) writeTables(c *compactionIter, targetSize uint64, separate bool) ([
 	if err := sep.close(); err != nil {
 		return fail(err)
 	}
-	if sep != nil {
-		o.bytes += sep.moved
-	}
 	if err := o.close(); err != nil {
 		return fail(err)
 	}
@@ -197,6 +194,10 @@ func (d *DB) writeTables(c *compactionIter, targetSize uint64, separate bool) ([
 		if err := d.opts.FS.SyncDir(d.dirname); err != nil {
 			return fail(fmt.Errorf("sync %s: %w", d.dirname, err))
 		}
+	}
+	if sep != nil {
+		o.bytes += sep.moved
+		d.metrics.flushValuesMoved.Add(sep.moved)
 	}
 	return o.outputs, o.bytes, nil
 }
@@ -215,11 +216,13 @@ func (d *DB) writeTables(c *compactionIter, targetSize uint64, separate bool) ([
 // manifest edit, which then records them. Until the tables are in the tree,
 // their records have no pointer the cleaner can see: the flush sets
 // flushVlogFloor, and the cleaner leaves the segments from there on alone.
-// A nil separator does nothing.
+// A flush that fails removes its segments (abort). A nil separator does
+// nothing.
 type valueSeparator struct {
 	d       *DB
 	out     func(base.InternalKey, []byte) error
 	w       *vlog.Writer // nil until a value moves
+	segs    []uint64     // the segments w created
 	pending int          // bytes appended since the writer's last Flush
 	moved   uint64       // value bytes moved
 	pbuf    []byte
@@ -236,7 +239,12 @@ func (s *valueSeparator) add(k base.InternalKey, v []byte) error {
 		return s.out(k, v)
 	}
 	if s.w == nil {
-		w, err := vlog.NewWriter(d.opts.FS, d.dirname, d.opts.VlogSegmentSize, d.newFlushSegment, d.sealVlogSegment)
+		newSegment := func() uint64 {
+			n := d.newFlushSegment()
+			s.segs = append(s.segs, n)
+			return n
+		}
+		w, err := vlog.NewWriter(d.opts.FS, d.dirname, d.opts.VlogSegmentSize, newSegment, d.sealVlogSegment)
 		if err != nil {
 			return err
 		}
@@ -257,9 +265,7 @@ func (s *valueSeparator) add(k base.InternalKey, v []byte) error {
 	return s.out(base.MakeInternalKey(k.UserKey, k.Seq(), base.KindValuePointer), s.pbuf)
 }
 
-// close syncs and seals the flush's segments. After a failure the segments
-// are sealed as far as they got, or left to the next open (garbage either
-// way: no table that names them joins the tree).
+// close syncs and seals the flush's segments.
 func (s *valueSeparator) close() error {
 	if s == nil || s.w == nil {
 		return nil
@@ -269,8 +275,19 @@ func (s *valueSeparator) close() error {
 	}
 	err := s.w.Close()
 	s.w = nil
-	if err == nil {
-		s.d.metrics.flushValuesMoved.Add(s.moved)
-	}
 	return err
+}
+
+// abort removes the segments of a flush that failed: no table that points
+// into them joins the tree.
+func (s *valueSeparator) abort() {
+	if s == nil {
+		return
+	}
+	if s.w != nil {
+		s.w.Close() // sealed or not, the segments go
+		s.w = nil
+	}
+	s.d.dropFlushSegments(s.segs)
+	s.segs = nil
 }

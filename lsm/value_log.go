@@ -109,7 +109,10 @@ func (d *DB) openValueLog() error {
 // a record in the synced part is damaged: truncating there would lose
 // acknowledged data, and the cleaner would then remove the rest. Only the
 // memtables and the tables written after the segment was created (file
-// numbers are shared) can hold such pointers. dirs lists the tables.
+// numbers are shared) can hold such pointers: a flush's table can be
+// numbered below the segments the flush moved values to, but those are
+// sealed in the manifest before the table is in it, so never a tail here.
+// tables lists the tables.
 func (d *DB) checkVlogTails(tails map[uint64]int64, tables []uint64) error {
 	if len(tails) == 0 {
 		return nil
@@ -375,7 +378,8 @@ type VlogStats struct {
 	// ReadAheads counts runs of values (a file read in sequence) whose bytes
 	// were read ahead, before they were asked for.
 	ReadAheads uint64
-	// BytesWritten counts bytes written to segments since open.
+	// BytesWritten counts bytes written to segments since open by the
+	// writes of batches (what flushes move: FlushMoved).
 	BytesWritten uint64
 	// FlushMoved counts the value bytes that synchronous batches kept
 	// inline and flushes then moved to the value log.
@@ -456,6 +460,12 @@ func (d *DB) pickCleanLocked(threshold float64, n int) []uint64 {
 		seg   uint64
 		score float64
 	}
+	// Age is the rank from the newest segment, the active one or a
+	// flush's (numbered above the active one when it made them).
+	newest := active
+	for seg := range d.mu.versions.vlog {
+		newest = max(newest, seg)
+	}
 	var cs []cand
 	for seg, s := range d.mu.versions.vlog {
 		if seg == active || d.mu.zombies[seg] != 0 || d.mu.unreadable[seg] || d.flushMovingLocked(seg) {
@@ -465,7 +475,7 @@ func (d *DB) pickCleanLocked(threshold float64, n int) []uint64 {
 		if u >= threshold {
 			continue
 		}
-		age := max(float64(active)-float64(seg), 0) // a flush's segments can be newer than the active one
+		age := float64(newest + 1 - seg)
 		cs = append(cs, cand{seg, (1 - u) * age / (1 + u)})
 	}
 	slices.SortFunc(cs, func(a, b cand) int {
@@ -913,7 +923,10 @@ func (d *DB) removeZombies() error {
 		return nil
 	}
 	slices.Sort(ready)
+	// With the seals not yet in an edit: a later edit that recorded the
+	// seal of a segment this one deleted would name it again, missing.
 	e := &manifest.Edit{VlogDeleted: ready}
+	d.addVlogEditLocked(e, dropAccount{})
 	err := d.mu.versions.logAndApply(e)
 	if err == nil {
 		for _, seg := range ready {
