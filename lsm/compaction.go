@@ -433,12 +433,21 @@ func (d *DB) compactBottomLocked(start, end []byte) error {
 			}
 			seen[f.FileNum] = true
 			d.mu.Unlock()
+			if h := d.testHookBottomPick; h != nil {
+				h()
+			}
 			garbage, err := d.holdsDeletions(f.FileNum)
 			d.mu.Lock()
+			current := !f.compacting && slices.Contains(d.mu.versions.current.levels[level], f)
 			if err != nil {
+				if !current {
+					// Compacted away while unlocked, and its file
+					// removed: the read's failure says nothing.
+					continue
+				}
 				return err
 			}
-			if garbage && !f.compacting && slices.Contains(d.mu.versions.current.levels[level], f) {
+			if garbage && current {
 				pick = f
 				break
 			}

@@ -138,6 +138,9 @@ type DB struct {
 	// testHookFlushMoved, set by tests only, runs in a flush that moved
 	// values to the value log, before it seals its last segment.
 	testHookFlushMoved func()
+	// testHookBottomPick, set by tests only, runs in Compact's bottom pass
+	// with d.mu released, before it reads a candidate table.
+	testHookBottomPick func()
 }
 
 // readState is what a reader needs: the memtables (newest first) and the
