@@ -146,13 +146,7 @@ func TestL0FirstAtStopTrigger(t *testing.T) {
 // once: its workers call Compact concurrently).
 func TestCompactBottomTableGone(t *testing.T) {
 	opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{12}, Journal: JournalOptions{Size: 16 << 20}}
-	if err := Format("/db", opts); err != nil {
-		t.Fatal(err)
-	}
-	d, err := Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := formatOpenMem(t, opts)
 	defer d.Close()
 	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("k"), uint64(i)) }
 	b := NewBatch()

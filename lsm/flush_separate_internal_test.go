@@ -28,17 +28,11 @@ func testFlushMovesInlineValues(t *testing.T, seed uint64) {
 	fs := vfs.NewMem()
 	opts := &Options{FS: fs, UUID: [16]byte{7}, ValueThreshold: 1024, VlogSegmentSize: 64 << 10,
 		VlogCleanThreshold: 0.5, Journal: JournalOptions{Size: 16 << 20}}
-	if err := Format("/db", opts); err != nil {
-		t.Fatal(err)
-	}
-	d, err := Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := formatOpenMem(t, opts)
 	defer func() { d.Close() }()
 	rng := rand.New(rand.NewPCG(seed, 42))
 	model := map[string][]byte{}
-	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("B"), uint64(i)) }
+	key := blockKeyOf
 	check := func(when string) {
 		t.Helper()
 		for i := range 300 {
@@ -61,6 +55,7 @@ func testFlushMovesInlineValues(t *testing.T, seed uint64) {
 		d.Close()
 		fs = o.FS.(*vfs.MemFS)
 		opts = &o
+		var err error
 		if d, err = Open("/db", opts); err != nil {
 			t.Fatal(err)
 		}
@@ -183,15 +178,9 @@ func flushChecked(t *testing.T, d *DB, flush func() error) bool {
 func TestCleanerLeavesFlushSegments(t *testing.T) {
 	opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{8}, ValueThreshold: 1024, VlogSegmentSize: 64 << 10,
 		Journal: JournalOptions{Size: 16 << 20}}
-	if err := Format("/db", opts); err != nil {
-		t.Fatal(err)
-	}
-	d, err := Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := formatOpenMem(t, opts)
 	defer d.Close()
-	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("B"), uint64(i)) }
+	key := blockKeyOf
 	val := func(i int) []byte {
 		v := make([]byte, 4096)
 		binary.BigEndian.PutUint64(v, uint64(i))
@@ -242,15 +231,9 @@ func TestCleanerLeavesFlushSegments(t *testing.T) {
 // kept inline leaves them in its tables (no segment of a few values).
 func TestSmallFlushKeepsInline(t *testing.T) {
 	opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{9}, ValueThreshold: 1024, Journal: JournalOptions{Size: 16 << 20}}
-	if err := Format("/db", opts); err != nil {
-		t.Fatal(err)
-	}
-	d, err := Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := formatOpenMem(t, opts)
 	defer d.Close()
-	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("B"), uint64(i)) }
+	key := blockKeyOf
 	val := make([]byte, 4096)
 	for i := range 16 { // 64 KiB
 		binary.BigEndian.PutUint64(val, uint64(i))
@@ -285,15 +268,9 @@ func TestFailedFlushDropsItsSegments(t *testing.T) {
 	efs := vfs.NewErrorFS(mem, nil)
 	opts := &Options{FS: efs, UUID: [16]byte{10}, ValueThreshold: 1024, VlogSegmentSize: 64 << 10,
 		SpaceReserve: -1, Journal: JournalOptions{Size: 16 << 20}}
-	if err := Format("/db", opts); err != nil {
-		t.Fatal(err)
-	}
-	d, err := Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := formatOpenMem(t, opts)
 	defer func() { d.Close() }()
-	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("B"), uint64(i)) }
+	key := blockKeyOf
 	val := func(i int) []byte {
 		v := make([]byte, 4096)
 		binary.BigEndian.PutUint64(v, uint64(i))
@@ -372,15 +349,9 @@ func TestFailedFlushDropsItsSegments(t *testing.T) {
 func TestRetiredSegmentNotSealedAgain(t *testing.T) {
 	opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{11}, ValueThreshold: 100, VlogSegmentSize: 64 << 10,
 		Journal: JournalOptions{Size: 16 << 20}}
-	if err := Format("/db", opts); err != nil {
-		t.Fatal(err)
-	}
-	d, err := Open("/db", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := formatOpenMem(t, opts)
 	defer func() { d.Close() }()
-	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte("B"), uint64(i)) }
+	key := blockKeyOf
 	v := make([]byte, 1024)
 	for i := range 100 { // 100 KiB: the active segment rolls once
 		b := NewBatch()
@@ -422,3 +393,19 @@ func TestRetiredSegmentNotSealedAgain(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 }
+
+// formatOpenMem formats and opens a DB at /db of opts.FS.
+func formatOpenMem(t *testing.T, opts *Options) *DB {
+	t.Helper()
+	if err := Format("/db", opts); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// blockKeyOf is a data-block key of one file, block i.
+func blockKeyOf(i int) []byte { return binary.BigEndian.AppendUint64([]byte("B"), uint64(i)) }

@@ -473,15 +473,11 @@ func printRoundsAhead(e *env, systems []string, results map[string]map[string][]
 	}
 	fmt.Printf("### Rounds lsmfs led\n\n")
 	fmt.Printf("Per row, the rounds in which lsmfs was faster than the other system in the same round, of the rounds both measured.\n\n")
-	fmt.Printf("| workload |")
+	var names []string
 	for _, o := range others {
-		fmt.Printf(" vs %s |", o)
+		names = append(names, "vs "+o)
 	}
-	fmt.Printf("\n|---|")
-	for range others {
-		fmt.Printf("---:|")
-	}
-	fmt.Println()
+	printTableHead("| workload |", "|---|", names)
 	for _, d := range rows {
 		ls, ok := results[sysLsmfs][d.key]
 		if !ok {
@@ -497,6 +493,20 @@ func printRoundsAhead(e *env, systems []string, results map[string]map[string][]
 			fmt.Printf(" %d/%d |", led, n)
 		}
 		fmt.Println()
+	}
+	fmt.Println()
+}
+
+// printTableHead prints a markdown table's header: the fixed columns left and
+// their rule, then a right-aligned column per name.
+func printTableHead(left, rule string, names []string) {
+	fmt.Print(left)
+	for _, n := range names {
+		fmt.Printf(" %s |", n)
+	}
+	fmt.Printf("\n%s", rule)
+	for range names {
+		fmt.Printf("---:|")
 	}
 	fmt.Println()
 }
@@ -697,15 +707,7 @@ func breakdown(r stepResult) string {
 func printDeviceWrites(systems []string, results map[string]map[string][]stepResult) {
 	fmt.Printf("\n### Device writes per operation (median over rounds)\n\n")
 	fmt.Printf("Bytes the host's block device wrote during each step and the sync after it (/sys/dev/block/…/stat): file data, metadata, journals and, for lsmfs, its flushes and compactions; other activity on the device counts too.\n\n")
-	fmt.Printf("| workload | per |")
-	for _, s := range systems {
-		fmt.Printf(" %s |", s)
-	}
-	fmt.Printf("\n|---|---|")
-	for range systems {
-		fmt.Printf("---:|")
-	}
-	fmt.Println()
+	printTableHead("| workload | per |", "|---|---|", systems)
 	for _, d := range rows {
 		if _, ok := results[systems[0]][d.key]; !ok {
 			continue
