@@ -87,8 +87,7 @@ func (d *DB) flushQueued() error {
 	outputs, written, err := d.writeTables(c, math.MaxUint64, inlineLarge >= flushMoveMin)
 	miter.Close()
 	if err != nil {
-		d.clearFlushVlogFloor()
-		return retryable(err) // writeTables left nothing behind
+		return retryable(err) // writeTables left nothing behind (its segments included)
 	}
 	d.space.written.Add(written)
 	if d.vlogW != nil {
@@ -194,9 +193,14 @@ const flushMoveMin = 1 << 20
 // flush failed.
 func (d *DB) clearFlushVlogFloor() {
 	d.mu.Lock()
+	d.clearFlushVlogFloorLocked()
+	d.mu.Unlock()
+}
+
+// clearFlushVlogFloorLocked is clearFlushVlogFloor with d.mu held.
+func (d *DB) clearFlushVlogFloorLocked() {
 	d.mu.flushVlogFloor = 0
 	d.maybeScheduleCleanLocked()
-	d.mu.Unlock()
 }
 
 // dropFlushSegments removes the segments of a flush that failed (no
@@ -222,8 +226,7 @@ func (d *DB) dropFlushSegments(segs []uint64) {
 			remove = append(remove, seg) // never sealed
 		}
 	}
-	d.mu.flushVlogFloor = 0
-	d.maybeScheduleCleanLocked()
+	d.clearFlushVlogFloorLocked()
 	d.mu.Unlock()
 	for _, seg := range remove {
 		d.vlogR.Forget(seg)
