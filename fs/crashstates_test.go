@@ -49,10 +49,14 @@ type csFile struct {
 	stable bool
 }
 
+// csEngineOptions: small memtables, tables and segments, so that a short
+// workload flushes, compacts and rolls segments; flushes move the data of
+// fsynced writes to the value log from 16 KiB (the default 1 MiB is more
+// than these memtables hold).
 func csEngineOptions(fsys vfs.FS) *lsm.Options {
 	return &lsm.Options{FS: fsys, UUID: testUUID, MemtableSize: 256 << 10, InMemoryFlushSize: 64 << 10,
 		CacheSize: -1, ValueThreshold: 64, VlogSegmentSize: 64 << 10, TargetFileSize: 64 << 10,
-		L0CompactionTrigger: 2, MaxManifestSize: 16 << 10,
+		L0CompactionTrigger: 2, MaxManifestSize: 16 << 10, FlushMoveMin: 16 << 10,
 		Journal: lsm.JournalOptions{Size: 4 << 20, CommitInterval: time.Hour}}
 }
 

@@ -107,11 +107,15 @@ func newCrashRun(t *testing.T, seed uint64) *crashRun {
 		MemtableSize: 256 << 10, InMemoryFlushSize: 64 << 10,
 		MemtablePolicy: allPolicies[seed%4], Compaction: allStyles[(seed/4)%2],
 		ValueThreshold: 100, VlogSegmentSize: 64 << 10, VlogCleanThreshold: 0.6,
+		// Flushes move the values synchronous batches kept inline from
+		// any size, 16 KiB, or (as by default) 1 MiB, which these
+		// memtables never reach.
+		FlushMoveMin:   []int64{1, 16 << 10, 0}[(seed/8)%3],
 		TargetFileSize: 64 << 10, L0CompactionTrigger: 2, LBaseMaxBytes: 256 << 10,
 		MaxManifestSize: 8 << 10, CacheSize: -1, BlockSize: 1 << 10,
 		Journal: lsm.JournalOptions{Size: 4 << 20, CommitInterval: time.Hour, MaxFrameBytes: 64 << 10},
 	}
-	t.Logf("policy %s, compaction %s", c.opts.MemtablePolicy, c.opts.Compaction)
+	t.Logf("policy %s, compaction %s, flush move min %d", c.opts.MemtablePolicy, c.opts.Compaction, c.opts.FlushMoveMin)
 	return c
 }
 
@@ -195,7 +199,8 @@ func (c *crashRun) run(batches, points int) {
 	c.rec.SetHook(nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t.Logf("crash points %d, crash states checked %d (largest window %d pending writes; %d calls)", c.mu.points, c.mu.states, c.mu.maxWindow, c.rec.Calls())
+	t.Logf("crash points %d, crash states checked %d (largest window %d pending writes; %d calls); flushes moved %d bytes",
+		c.mu.points, c.mu.states, c.mu.maxWindow, c.rec.Calls(), db.Metrics().Vlog.FlushMoved)
 	if !c.mu.failed && c.mu.points < points/4 {
 		t.Errorf("only %d crash points", c.mu.points)
 	}

@@ -44,9 +44,9 @@
 //   - In levels >= 1, tables are disjoint and sorted; every version of a user
 //     key in a level lives in one table. Newer levels hold newer versions.
 //   - With a value log, tables hold values of ValueThreshold bytes or more
-//     only from flushes of less than flushMoveMin of them: a flush moves the
-//     values synchronous batches kept inline (one force per commit) to
-//     segments of its own, synced and sealed before the manifest edit that
-//     names its tables (the seals are recorded in it or an earlier one;
-//     valueSeparator).
+//     only from flushes of less than Options.FlushMoveMin of them: a flush
+//     moves the values synchronous batches kept inline (one force per
+//     commit) to segments of its own, synced and sealed before the manifest
+//     edit that names its tables (the seals are recorded in it or an
+//     earlier one; valueSeparator).
 package lsm

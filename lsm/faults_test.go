@@ -23,7 +23,11 @@ func faultOptions(fs vfs.FS) *lsm.Options {
 		ValueThreshold: 100, VlogSegmentSize: 64 << 10,
 		TargetFileSize: 64 << 10, L0CompactionTrigger: 2, LBaseMaxBytes: 256 << 10,
 		CacheSize: -1, SpaceReserve: -1,
-		Journal: lsm.JournalOptions{Size: 4 << 20, CommitInterval: time.Hour},
+		// Flushes move what synchronous batches kept inline from 16 KiB,
+		// so that faults also hit their segments (the default 1 MiB is
+		// more than these memtables hold).
+		FlushMoveMin: 16 << 10,
+		Journal:      lsm.JournalOptions{Size: 4 << 20, CommitInterval: time.Hour},
 	}
 }
 

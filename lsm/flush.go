@@ -83,8 +83,9 @@ func (d *DB) flushQueued() error {
 	miter := newMergingIter(iters)
 	c := newCompactionIter(miter, snapshots, fragment(tombs), false)
 	// Values kept inline move to the value log when there are enough of
-	// them to make a segment worth its file (flushMoveMin).
-	outputs, written, err := d.writeTables(c, math.MaxUint64, inlineLarge >= flushMoveMin)
+	// them to make a segment worth its file (Options.FlushMoveMin).
+	move := d.opts.FlushMoveMin >= 0 && inlineLarge >= uint64(d.opts.FlushMoveMin)
+	outputs, written, err := d.writeTables(c, math.MaxUint64, move)
 	miter.Close()
 	if err != nil {
 		return retryable(err) // writeTables left nothing behind (its segments included)
@@ -181,13 +182,13 @@ func (d *DB) Flush() error {
 // mergeInput is an input of a merging iterator.
 type mergeInput = base.InternalIterator
 
-// flushMoveMin is the least a flush moves to the value log (counted before
-// dropping superseded versions): each move creates segments of the flush's
-// own, and a segment per flush of a few small synchronous files would
-// leave a trail of small files the cleaner does not merge while their
-// values live. Below it, the values stay in the tables, at most this much
-// per flush.
-const flushMoveMin = 1 << 20
+// defaultFlushMoveMin is the least a flush moves to the value log (counted
+// before dropping superseded versions; Options.FlushMoveMin): each move
+// creates segments of the flush's own, and a segment per flush of a few
+// small synchronous files would leave a trail of small files the cleaner
+// does not merge while their values live. Below it, the values stay in the
+// tables, at most this much per flush.
+const defaultFlushMoveMin = 1 << 20
 
 // clearFlushVlogFloor lets the cleaner at every segment again after a
 // flush failed.

@@ -15,7 +15,7 @@ import (
 // TestFlushMovesInlineValues drives synchronous batches (which keep their
 // large values inline, in the journal and the memtable) against a map,
 // with flushes, compactions, cleaning, reopens and crashes. After each
-// flush of at least flushMoveMin of such values, the flush's tables hold
+// flush of at least FlushMoveMin of such values, the flush's tables hold
 // none of them inline: it moved them to the value log. Segments of 64 KiB
 // make flushes roll theirs.
 func TestFlushMovesInlineValues(t *testing.T) {
@@ -114,7 +114,7 @@ func testFlushMovesInlineValues(t *testing.T, seed uint64) {
 }
 
 // flushChecked runs flush (which flushes the memtables) and reports whether
-// they held at least flushMoveMin of inline values; then the new tables
+// they held at least FlushMoveMin of inline values; then the new tables
 // must hold none inline, FlushMoved must have grown, and the cleaner must
 // be free to clean every segment again.
 func flushChecked(t *testing.T, d *DB, flush func() error) bool {
@@ -133,7 +133,7 @@ func flushChecked(t *testing.T, d *DB, flush func() error) bool {
 	if err := flush(); err != nil {
 		t.Fatal(err)
 	}
-	if inline < flushMoveMin {
+	if inline < uint64(d.opts.FlushMoveMin) {
 		return false
 	}
 	if got := d.Metrics().Vlog.FlushMoved; got <= moved {
@@ -186,7 +186,7 @@ func TestCleanerLeavesFlushSegments(t *testing.T) {
 		binary.BigEndian.PutUint64(v, uint64(i))
 		return v
 	}
-	const n = 400 // 1.6 MiB (at least flushMoveMin): the flush's writer rolls segments of 64 KiB
+	const n = 400 // 1.6 MiB (at least FlushMoveMin): the flush's writer rolls segments of 64 KiB
 	for i := range n {
 		b := NewBatch()
 		b.Set(key(i), val(i))
@@ -227,7 +227,7 @@ func TestCleanerLeavesFlushSegments(t *testing.T) {
 	}
 }
 
-// TestSmallFlushKeepsInline: a flush with less than flushMoveMin of values
+// TestSmallFlushKeepsInline: a flush with less than FlushMoveMin of values
 // kept inline leaves them in its tables (no segment of a few values).
 func TestSmallFlushKeepsInline(t *testing.T) {
 	opts := &Options{FS: vfs.NewMem(), UUID: [16]byte{9}, ValueThreshold: 1024, Journal: JournalOptions{Size: 16 << 20}}

@@ -128,6 +128,7 @@ func randomOptions(rng *rand.Rand, fs vfs.FS) *lsm.Options {
 		ValueThreshold:           pick(-1, 64, 512, 0),
 		VlogSegmentSize:          int64(pick(64<<10, 256<<10)),
 		VlogCleanThreshold:       []float64{0.3, 0.5, 0.9}[rng.IntN(3)],
+		FlushMoveMin:             int64(pick(0, 1, 16<<10, 128<<10)),
 		MaxMemtables:             pick(2, 3, 4),
 		CacheSize:                int64(pick(-1, 1<<20, 8<<20)),
 		BlockSize:                pick(1<<10, 4<<10, 16<<10),
@@ -498,6 +499,7 @@ func (r *metaRun) collect() {
 	r.stats["m:moves"] += int(m.Moves)
 	r.stats["m:vlog-cleaned"] += int(m.Vlog.Cleaned)
 	r.stats["m:vlog-rewritten-kb"] += int(m.Vlog.Rewritten >> 10)
+	r.stats["m:flush-moved-kb"] += int(m.Vlog.FlushMoved >> 10)
 }
 
 func (r *metaRun) closeSnaps() {

@@ -97,6 +97,11 @@ type Options struct {
 	// VlogCleanThreshold: the background cleaner rewrites sealed segments
 	// whose live share fell below it. Default 0.5.
 	VlogCleanThreshold float64
+	// FlushMoveMin is the least a flush must hold of the large values that
+	// synchronous batches kept inline (see Apply) to move them to value-log
+	// segments of its own; below it they stay in the flush's tables.
+	// Default 1 MiB; negative never moves them.
+	FlushMoveMin int64
 
 	// SpaceReserve is the free space of the data device kept for deletions
 	// and for the flushes and compactions that turn them into free space:
@@ -205,6 +210,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.VlogCleanThreshold == 0 {
 		o.VlogCleanThreshold = 0.5
+	}
+	if o.FlushMoveMin == 0 {
+		o.FlushMoveMin = defaultFlushMoveMin
 	}
 	return o
 }
