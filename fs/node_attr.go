@@ -55,11 +55,24 @@ func (f *FS) setattr(ino uint64, in *fuse.SetAttrIn, caller fuse.Caller) (inode,
 	h := f.locks.lock(ino)
 	defer h.unlock()
 	oi := f.open.get(ino)
-	var cutKill bool
+	if oi == nil {
+		return f.setattrLocked(ino, nil, in, caller, false)
+	}
+	var cut cutBlocks
+	if valid&fuse.FATTR_SIZE != 0 {
+		cut = f.cut(&oi.wb, in.Size, maxFileSize)
+	}
+	n, err := f.setattrLocked(ino, oi, in, caller, cut.kill)
+	f.settleCut(&oi.wb, cut, err)
+	return n, err
+}
+
+// setattrLocked is setattr with ino's lock held; oi is its open inode, if
+// any, and cutKill whether the truncation's cut of oi's buffer left a
+// write's removal of privileges to it.
+func (f *FS) setattrLocked(ino uint64, oi *openInode, in *fuse.SetAttrIn, caller fuse.Caller, cutKill bool) (inode, error) {
+	valid := in.Valid
 	if oi != nil {
-		if valid&fuse.FATTR_SIZE != 0 {
-			cutKill = f.cut(&oi.wb, in.Size, maxFileSize)
-		}
 		// Attributes change on a clean record: no buffered size or
 		// mtime may land after (and undo) this change.
 		if err := f.flushLocked(oi, false); err != nil {

@@ -417,12 +417,26 @@ func (f *FS) fallocate(ino, off, length uint64, mode uint32, kill, sync bool) er
 	}
 	h := f.locks.lock(ino)
 	defer h.unlock()
+	oi := f.open.get(ino)
+	if oi == nil {
+		return f.fallocateLocked(ino, nil, off, length, mode, kill, sync, 0)
+	}
+	var cut cutBlocks
 	var bufferedSize uint64 // the size buffered writes gave the file
-	if oi := f.open.get(ino); oi != nil {
-		if mode&(fallocPunchHole|fallocZeroRange) != 0 && oi.wb.dirty() {
-			bufferedSize = oi.wb.size
-			kill = f.cut(&oi.wb, off, off+length) || kill
-		}
+	if mode&(fallocPunchHole|fallocZeroRange) != 0 && oi.wb.dirty() {
+		bufferedSize = oi.wb.size
+		cut = f.cut(&oi.wb, off, off+length)
+	}
+	err := f.fallocateLocked(ino, oi, off, length, mode, kill || cut.kill, sync, bufferedSize)
+	f.settleCut(&oi.wb, cut, err)
+	return err
+}
+
+// fallocateLocked is fallocate with ino's lock held; oi is its open inode,
+// if any, whose buffer gave the file bufferedSize before a hole punch or
+// zeroed range cut blocks out of it.
+func (f *FS) fallocateLocked(ino uint64, oi *openInode, off, length uint64, mode uint32, kill, sync bool, bufferedSize uint64) error {
+	if oi != nil {
 		if err := f.flushLocked(oi, false); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package fs_test
 
 import (
 	"bytes"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -202,4 +203,60 @@ func TestFallocateRemovesPrivileges(t *testing.T) {
 	if m := e.attr(ino).Mode &^ syscall.S_IFMT; m != 0o755 {
 		t.Fatalf("mode after an unprivileged fallocate: %#o, want 0755", m)
 	}
+}
+
+// TestFailedTruncateKeepsBufferedKill: a truncation that fails (ENOSPC)
+// after cutting buffered blocks out of the write buffer gives them back,
+// with the setuid/setgid removal an unprivileged write asked for: the
+// mode stays cleared, and the next flush stores the data and the mode.
+func TestFailedTruncateKeepsBufferedKill(t *testing.T) {
+	mem := vfs.NewMem()
+	e, efs := faultEnv(t, csEngineOptions(nil), mem) // inode records go to the value log
+	ino, fh := e.mustCreate(1, "bin")
+	var in fuse.SetAttrIn
+	in.NodeId, in.Valid, in.Mode = ino, fuse.FATTR_MODE, 0o4755
+	if _, errno := e.setattr(in); errno != 0 {
+		t.Fatal(errno)
+	}
+	e.mustWrite(ino, fh, 0, pattern(bs, 1))
+	wantErr(t, "fsync", e.fsync(ino, fh), 0)
+	e.caller = fuse.Caller{Owner: fuse.Owner{Uid: 1000, Gid: 100}}
+	data := pattern(bs, 2)
+	e.mustWrite(ino, fh, 2*bs, data) // buffered; asks for setuid removal
+	e.caller = fuse.Caller{}
+	if m := e.attr(ino).Mode &^ syscall.S_IFMT; m != 0o755 {
+		t.Fatalf("mode after the unprivileged write: %#o, want 0755", m)
+	}
+	efs.SetInjector(vfs.InjectorFunc(func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite && (strings.HasSuffix(op.Path, ".vlog") || strings.HasSuffix(op.Path, ".sst")) {
+			return vfs.ENOSPC
+		}
+		return nil
+	}))
+	if errno := e.truncate(ino, bs); errno != syscall.ENOSPC {
+		t.Fatalf("truncate with value-log writes failing: %v, want ENOSPC", errno)
+	}
+	efs.Enable(false)
+	if err := e.db.Flush(); err != nil { // retries what the injection failed at once
+		t.Fatal(err)
+	}
+	want := append(append(pattern(bs, 1), make([]byte, bs)...), data...)
+	check := func(when string) {
+		t.Helper()
+		a := e.attr(ino)
+		if m := a.Mode &^ syscall.S_IFMT; m != 0o755 || a.Size != uint64(len(want)) {
+			t.Fatalf("%s: mode %#o size %d, want 0755 and %d", when, m, a.Size, len(want))
+		}
+		if got := e.mustRead(ino, fh, 0, 4*bs); !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %d bytes, differ from the %d written", when, len(got), len(want))
+		}
+	}
+	check("after the failed truncate")
+	wantErr(t, "fsync", e.fsync(ino, fh), 0)
+	check("after fsync")
+	e.release(ino, fh)
+	e.remount()
+	fh = e.mustOpen(ino, syscall.O_RDONLY)
+	check("after a remount")
+	e.release(ino, fh)
 }

@@ -489,19 +489,24 @@ func (f *FS) resolveBases(ino uint64, dbs []*dirtyBlock, idxs []uint64) error {
 }
 
 // discard drops the buffer without writing it (the inode is being deleted).
-// cut drops the buffered blocks that lie wholly in [lo, hi), for a
-// truncation to lo (hi: maxFileSize) or a hole punched over the range that
-// is about to be written: it needs none of their bytes, and writing them
-// first could fail (ENOSPC) where the operation, which frees space, would
-// not: truncate -s 0 of a runaway log on a full disk must work. Blocks the
-// range cuts are kept (the operation trims or zeroes them once stored).
-// It returns whether a cut write asked for setuid/setgid removal that is
-// now left to the caller (the buffer is clean, so no flush will do it).
-func (f *FS) cut(wb *writeBuffer, lo, hi uint64) (kill bool) {
+// cut takes the buffered blocks that lie wholly in [lo, hi) out of wb, for
+// a truncation to lo (hi: maxFileSize) or a hole punched over the range
+// that is about to be written: it needs none of their bytes, and writing
+// them first could fail (ENOSPC) where the operation, which frees space,
+// would not: truncate -s 0 of a runaway log on a full disk must work.
+// Blocks the range cuts are kept (the operation trims or zeroes them once
+// stored). The caller settles the cut blocks when the operation ends
+// (settleCut): a failed truncate or hole punch gives them back, so that it
+// has no effect on what the file reads.
+func (f *FS) cut(wb *writeBuffer, lo, hi uint64) cutBlocks {
 	bs := uint64(f.bs)
+	var c cutBlocks
 	for idx, db := range wb.blocks {
 		if start := idx * bs; start >= lo && (start+bs <= hi || hi >= maxFileSize) {
-			f.dropBlock(db)
+			if c.blocks == nil {
+				c.blocks = make(map[uint64]*dirtyBlock)
+			}
+			c.blocks[idx] = db
 			delete(wb.blocks, idx)
 			wb.bytes -= f.bs
 			f.buffered.Add(-int64(f.bs))
@@ -511,9 +516,40 @@ func (f *FS) cut(wb *writeBuffer, lo, hi uint64) (kill bool) {
 	// a truncation then trims what lies past the new one (the straddling
 	// block's bytes too).
 	if !wb.dirty() {
-		kill, wb.kill = wb.kill, false
+		c.kill, wb.kill = wb.kill, false
 	}
-	return kill
+	return c
+}
+
+// cutBlocks are the blocks cut took out of a buffer, and whether the cut
+// left a write's setuid/setgid removal to the caller (kill: the buffer
+// became clean, so no flush will do it).
+type cutBlocks struct {
+	blocks map[uint64]*dirtyBlock
+	kill   bool
+}
+
+// settleCut ends a cut of wb: once the operation succeeded (err nil) the
+// cut blocks go; after a failure they return to wb with their removal of
+// privileges, whatever part of wb the operation's flush wrote meanwhile
+// (the flush wrote other blocks, and wb.size is still the size they all
+// give the file). The caller holds the inode's lock throughout.
+func (f *FS) settleCut(wb *writeBuffer, c cutBlocks, err error) {
+	if err == nil {
+		for _, db := range c.blocks {
+			f.dropBlock(db)
+		}
+		return
+	}
+	if len(c.blocks) > 0 && wb.blocks == nil {
+		wb.blocks = make(map[uint64]*dirtyBlock, len(c.blocks))
+	}
+	for idx, db := range c.blocks {
+		wb.blocks[idx] = db
+		wb.bytes += f.bs
+		f.buffered.Add(int64(f.bs))
+	}
+	wb.kill = wb.kill || c.kill
 }
 
 func (f *FS) discard(wb *writeBuffer) {
