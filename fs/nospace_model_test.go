@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/lsm/vfs"
 )
@@ -19,9 +21,10 @@ import (
 // the next flush", against a model, while the data device refuses random
 // writes of value-log segments and tables with ENOSPC (also short ones).
 // Writes, overwrites of whole blocks of files that store every byte (the
-// flush that skips lookups), truncates, punched holes, flushes and fsyncs
-// either succeed or fail with ENOSPC and change nothing a read or getattr
-// sees; the engine never fails. After the injection stops, every file is
+// flush that skips lookups), truncates, punched holes, zeroed and
+// reserved ranges, copy_file_range, flushes and fsyncs either succeed or
+// fail with ENOSPC and change nothing a read or getattr sees; the engine
+// never fails. After the injection stops, every file is
 // fsynced and must read as the model, also after a power loss.
 func TestNoSpaceModel(t *testing.T) {
 	base := testSeed(t)
@@ -36,7 +39,11 @@ func noSpaceModel(t *testing.T, seed uint64) {
 	mem := vfs.NewMem()
 	o := csEngineOptions(nil)
 	age := []time.Duration{-1, 50 * time.Microsecond}[rng.IntN(2)]
-	e, efs := faultEnvOpts(t, o, mem, fs.Options{WriteBufferSize: 16 << 10, FlushAge: age})
+	// With 256 KiB buffers an fsync's batch can pass the 64 KiB that a
+	// synchronous batch keeps inline, and then its values go to the value
+	// log too.
+	buf := []int{16 << 10, 256 << 10}[rng.IntN(2)]
+	e, efs := faultEnvOpts(t, o, mem, fs.Options{WriteBufferSize: buf, FlushAge: age})
 	type file struct {
 		ino, fh uint64
 		data    []byte
@@ -91,7 +98,7 @@ func noSpaceModel(t *testing.T, seed uint64) {
 	}
 	for step := 0; step < 400; step++ {
 		f := files[rng.IntN(len(files))]
-		switch op := rng.IntN(16); {
+		switch op := rng.IntN(17); {
 		case op < 4:
 			off := rng.IntN(12 * bs)
 			data := pattern(1+rng.IntN(2*bs), byte(step))
@@ -125,9 +132,41 @@ func noSpaceModel(t *testing.T, seed uint64) {
 			if ok("punch", fmt.Sprintf("%d@%d of %d", n, off, f.ino), e.fallocate(f.ino, f.fh, uint64(off), uint64(n), 3)) && off < len(f.data) {
 				clear(f.data[off:min(off+n, len(f.data))])
 			}
+		case op < 10:
+			// Zero a range (keeping the size or not), or reserve one.
+			off, n := rng.IntN(12*bs), 1+rng.IntN(3*bs)
+			mode := []uint32{0x10, 0x11, 0, 1}[rng.IntN(4)] // ZERO_RANGE, KEEP_SIZE
+			if ok("fallocate", fmt.Sprintf("mode %#x %d@%d of %d", mode, n, off, f.ino), e.fallocate(f.ino, f.fh, uint64(off), uint64(n), mode)) {
+				if mode&0x10 != 0 && off < len(f.data) {
+					clear(f.data[off:min(off+n, len(f.data))])
+				}
+				if mode&1 == 0 {
+					grow(f, off+n)
+				}
+			}
 		case op < 11:
+			// copy_file_range from another file (the kernel clips the
+			// length to the source's size).
+			src := files[rng.IntN(len(files))]
+			if src == f {
+				break
+			}
+			soff := rng.IntN(len(src.data) + 1)
+			n := min(rng.IntN(3*bs), len(src.data)-soff)
+			dst := rng.IntN(12 * bs)
+			in := fuse.CopyFileRangeIn{InHeader: e.hdr(src.ino), FhIn: src.fh, OffIn: uint64(soff),
+				NodeIdOut: f.ino, FhOut: f.fh, OffOut: uint64(dst), Len: uint64(n)}
+			got, st := e.raw.CopyFileRange(nil, &in)
+			if ok("copy", fmt.Sprintf("%d@%d of %d to %d of %d", n, soff, src.ino, dst, f.ino), errno(st)) && n > 0 {
+				if int(got) != n {
+					fail("copy_file_range copied %d, want %d", got, n)
+				}
+				grow(f, dst+n)
+				copy(f.data[dst:], src.data[soff:soff+n])
+			}
+		case op < 12:
 			ok("flush", fmt.Sprint(f.ino), e.flush(f.ino, f.fh))
-		case op < 13:
+		case op < 14:
 			ok("fsync", fmt.Sprint(f.ino), e.fsync(f.ino, f.fh))
 		default:
 			off := rng.IntN(len(f.data) + 1)
@@ -171,5 +210,5 @@ func noSpaceModel(t *testing.T, seed uint64) {
 		}
 		c.release(ino, fh)
 	}
-	t.Logf("p %.2f, flush age %v: %v", p, age, stats)
+	t.Logf("p %.2f, flush age %v, buffer %d: %v", p, age, buf, stats)
 }
