@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +71,44 @@ type metaRun struct {
 	snaps []metaSnap
 	keys  []string
 	stats map[string]int
+	// nospace, if set, fails writes of value-log segments and tables with
+	// ENOSPC (TestMetamorphicNoSpace).
+	nospace *noSpaceInjector
+}
+
+// noSpaceInjector fails a share p of the writes to value-log segments and
+// tables with ENOSPC (half of them short), except while off.
+type noSpaceInjector struct {
+	mu       sync.Mutex
+	rng      *rand.Rand
+	p        float64
+	off      atomic.Bool
+	injected int
+}
+
+func (n *noSpaceInjector) MaybeError(op vfs.Op) error {
+	if n.off.Load() || op.Kind != vfs.OpWrite || !strings.HasSuffix(op.Path, ".vlog") && !strings.HasSuffix(op.Path, ".sst") {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.rng.Float64() >= n.p {
+		return nil
+	}
+	n.injected++
+	return []error{vfs.ENOSPC, vfs.ShortENOSPC}[n.rng.IntN(2)]
+}
+
+// noSpace reports whether err is an ENOSPC that the run's injection may
+// cause: ErrNoSpace, never fail-stop. The operation must have had no
+// effect.
+func (r *metaRun) noSpace(what string, err error) bool {
+	if r.nospace == nil || !errors.Is(err, lsm.ErrNoSpace) || errors.Is(err, lsm.ErrFailed) {
+		return false
+	}
+	r.stats[what+" ENOSPC"]++
+	r.logf("%s: ENOSPC", what)
+	return true
 }
 
 type metaSnap struct {
@@ -83,7 +123,15 @@ func envInt(name string, def int) int {
 	return def
 }
 
-func TestMetamorphic(t *testing.T) {
+func TestMetamorphic(t *testing.T) { metamorphic(t, false) }
+
+// TestMetamorphicNoSpace is TestMetamorphic while a share of the writes to
+// value-log segments and tables fail with ENOSPC: a batch, flush,
+// compaction, sync or cleaning that gets ErrNoSpace (never fail-stop) has
+// no effect on what reads see or on what a crash keeps.
+func TestMetamorphicNoSpace(t *testing.T) { metamorphic(t, true) }
+
+func metamorphic(t *testing.T, nospace bool) {
 	ops, runs := 3000, 8
 	if os.Getenv("LSMFS_LONG") != "" {
 		ops, runs = 50000, 40
@@ -98,7 +146,7 @@ func TestMetamorphic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runMeta(t, seed, ops)
+		runMetaMode(t, seed, ops, nospace)
 		return
 	}
 	// Runs cycle through every memtable policy x compaction style; the
@@ -106,7 +154,7 @@ func TestMetamorphic(t *testing.T) {
 	base := uint64(time.Now().UnixNano())
 	for i := 0; i < runs; i++ {
 		seed := base + uint64(i)
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runMeta(t, seed, ops) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runMetaMode(t, seed, ops, nospace) })
 	}
 }
 
@@ -151,10 +199,15 @@ func randomOptions(rng *rand.Rand, fs vfs.FS) *lsm.Options {
 	return o
 }
 
-func runMeta(t *testing.T, seed uint64, nops int) {
+func runMetaMode(t *testing.T, seed uint64, nops int, nospace bool) {
 	r := &metaRun{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), fs: vfs.NewMem(),
 		cur: model{}, durable: model{}, stats: map[string]int{}}
 	r.opts = randomOptions(r.rng, r.fs)
+	if nospace {
+		r.nospace = &noSpaceInjector{rng: rand.New(rand.NewPCG(seed, 0x0e05)), p: []float64{0.01, 0.05, 0.2}[r.rng.IntN(3)]}
+		r.opts.FS = vfs.NewErrorFS(r.fs, r.nospace)
+		r.logf("ENOSPC on %.2f of value-log and table writes", r.nospace.p)
+	}
 	// Consecutive seeds cover every policy x style combination.
 	r.opts.MemtablePolicy = allPolicies[seed%4]
 	r.opts.Compaction = allStyles[(seed/4)%2]
@@ -235,7 +288,7 @@ func (r *metaRun) step(i int) {
 	case p < 78:
 		r.stats["flush"]++
 		r.logf("flush")
-		if err := r.db.Flush(); err != nil {
+		if err := r.db.Flush(); err != nil && !r.noSpace("flush", err) {
 			r.fatalf("flush: %v", err)
 		}
 	case p < 80:
@@ -247,14 +300,17 @@ func (r *metaRun) step(i int) {
 	case p < 84:
 		r.stats["clean-vlog"]++
 		r.logf("clean value log")
-		if _, err := r.db.CleanValueLog(); err != nil {
+		if _, err := r.db.CleanValueLog(); err != nil && !r.noSpace("clean value log", err) {
 			r.fatalf("clean value log: %v", err)
 		}
 	case p < 88:
 		r.stats["sync"]++
 		r.logf("sync")
 		if err := r.db.SyncJournal(); err != nil {
-			r.fatalf("sync: %v", err)
+			if !r.noSpace("sync", err) {
+				r.fatalf("sync: %v", err)
+			}
+			break
 		}
 		r.markDurable()
 	default:
@@ -304,7 +360,9 @@ func (r *metaRun) batch() {
 	sync := r.rng.IntN(4) == 0
 	r.logf("batch sync=%v: %s", sync, strings.Join(desc, "; "))
 	if err := r.db.Apply(b, sync); err != nil {
-		r.fatalf("apply: %v", err)
+		if !r.noSpace("batch", err) {
+			r.fatalf("apply: %v", err)
+		}
 		return
 	}
 	apply := func(m model) {
@@ -482,7 +540,10 @@ func (r *metaRun) compact() {
 		b = []byte(hi)
 	}
 	if err := r.db.Compact(a, b); err != nil {
-		r.fatalf("compact: %v", err)
+		if !r.noSpace("compact", err) {
+			r.fatalf("compact: %v", err)
+		}
+		return
 	}
 	// A flush made everything durable.
 	r.markDurable()
@@ -512,6 +573,10 @@ func (r *metaRun) closeSnaps() {
 func (r *metaRun) reopen() {
 	r.stats["reopen"]++
 	r.logf("reopen")
+	if r.nospace != nil {
+		r.nospace.off.Store(true)
+		defer r.nospace.off.Store(false)
+	}
 	r.closeSnaps()
 	r.collect()
 	if err := r.db.Close(); err != nil {
@@ -533,6 +598,11 @@ func (r *metaRun) crash() {
 	r.db = nil
 	r.fs = crashed
 	r.opts.FS = crashed
+	if r.nospace != nil {
+		r.opts.FS = vfs.NewErrorFS(crashed, r.nospace)
+		r.nospace.off.Store(true) // Open and the checks below
+		defer r.nospace.off.Store(false)
+	}
 	r.open()
 	// The recovered state is durable + pending[:k] for some k.
 	state := r.scan()
