@@ -95,3 +95,92 @@ func kernelAtLeast(t *testing.T, major, minor int) bool {
 	}
 	return ma > major || ma == major && mi >= minor
 }
+
+// TestCachedListing: the kernel keeps a directory's listing across opens
+// (FOPEN_CACHE_DIR with FOPEN_KEEP_CACHE), so listing it again sends no
+// READDIR or READDIRPLUS; every change of the directory (create, unlink,
+// rename in and out, link, mkdir, rmdir) drops the kept listing, and the
+// next one shows the change.
+func TestCachedListing(t *testing.T) {
+	f := newFS(t, fsOptions{})
+	d := f.path("d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for i := range 300 {
+		name := "f" + strconv.Itoa(i)
+		if err := os.WriteFile(d+"/"+name, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = true
+	}
+	reads := func() uint64 {
+		s := statsJSON(t, f.mnt)
+		return opCount(s, "readdir") + opCount(s, "readdirplus")
+	}
+	list := func(when string) {
+		t.Helper()
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, e := range ents {
+			got[e.Name()] = true
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d names, want %d", when, len(got), len(want))
+		}
+		for name := range want {
+			if !got[name] {
+				t.Fatalf("%s: %s missing", when, name)
+			}
+		}
+	}
+	list("first listing")
+	before := reads()
+	list("second listing")
+	if n := reads() - before; n != 0 {
+		t.Errorf("listing the directory again sent %d READDIR(PLUS) requests, want 0", n)
+	}
+
+	other := f.path("other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other+"/moved", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		what string
+		do   func() error
+		add  []string
+		drop []string
+	}{
+		{"create", func() error { return os.WriteFile(d+"/new", nil, 0o644) }, []string{"new"}, nil},
+		{"unlink", func() error { return os.Remove(d + "/f7") }, nil, []string{"f7"}},
+		{"rename within", func() error { return os.Rename(d+"/f8", d+"/g8") }, []string{"g8"}, []string{"f8"}},
+		{"rename out", func() error { return os.Rename(d+"/f9", other+"/f9") }, nil, []string{"f9"}},
+		{"rename in", func() error { return os.Rename(other+"/moved", d+"/moved") }, []string{"moved"}, nil},
+		{"link", func() error { return os.Link(d+"/f10", d+"/l10") }, []string{"l10"}, nil},
+		{"symlink", func() error { return os.Symlink("f11", d+"/s11") }, []string{"s11"}, nil},
+		{"mkdir", func() error { return os.Mkdir(d+"/sub", 0o755) }, []string{"sub"}, nil},
+		{"rmdir", func() error { return os.Remove(d + "/sub") }, nil, []string{"sub"}},
+	}
+	for _, s := range steps {
+		list("before " + s.what) // the listing is kept again
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+		for _, name := range s.add {
+			want[name] = true
+		}
+		for _, name := range s.drop {
+			delete(want, name)
+		}
+		list("after " + s.what)
+	}
+	f.remount()
+	list("after a remount")
+}
