@@ -57,12 +57,6 @@ func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 	oi := f.open.acquire(ino, in.Flags)
 	h.unlock()
 	out.Fh = f.handles.add(&handle{ino: ino, oi: oi, flags: in.Flags, dir: &dirHandle{ino: ino}})
-	// The kernel may keep the listing it reads and serve later reads of
-	// the directory, through any handle, from it (FOPEN_CACHE_DIR, kept
-	// across opens: FOPEN_KEEP_CACHE). It drops it when the directory
-	// changes: every change of a listing comes through the kernel (lsmfs
-	// is the only writer), which bumps the directory's version then.
-	out.OpenFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	return fuse.OK
 }
 
