@@ -533,16 +533,16 @@ type cutBlocks struct {
 // cut blocks go; after a failure they return to wb with their removal of
 // privileges, whatever part of wb the operation's flush wrote meanwhile
 // (the flush wrote other blocks, and wb.size is still the size they all
-// give the file). The caller holds the inode's lock throughout.
+// give the file). After a fail-stop (lsm.ErrFailed) they go as well: a
+// synchronous batch whose force failed is already what reads see, and
+// nothing buffered can be stored any more. The caller holds the inode's
+// lock throughout.
 func (f *FS) settleCut(wb *writeBuffer, c cutBlocks, err error) {
-	if err == nil {
+	if err == nil || errors.Is(err, lsm.ErrFailed) {
 		for _, db := range c.blocks {
 			f.dropBlock(db)
 		}
 		return
-	}
-	if len(c.blocks) > 0 && wb.blocks == nil {
-		wb.blocks = make(map[uint64]*dirtyBlock, len(c.blocks))
 	}
 	for idx, db := range c.blocks {
 		wb.blocks[idx] = db
