@@ -260,3 +260,35 @@ func TestFailedTruncateKeepsBufferedKill(t *testing.T) {
 	check("after a remount")
 	e.release(ino, fh)
 }
+
+// TestFailStopPunchShowsItsBatch: a hole punched through an O_SYNC handle
+// whose journal force fails (fail-stop) is already in the engine's memory:
+// reads after it show the punched range as zeros, as the engine holds it,
+// not the buffered bytes the punch had cut out of the write buffer.
+func TestFailStopPunchShowsItsBatch(t *testing.T) {
+	mem := vfs.NewMem()
+	e, efs := faultEnv(t, csEngineOptions(nil), mem)
+	ino, fh := e.mustCreate(1, "f")
+	e.mustWrite(ino, fh, 0, pattern(4*bs, 1))
+	wantErr(t, "fsync", e.fsync(ino, fh), 0)
+	e.mustWrite(ino, fh, bs, pattern(2*bs, 2)) // buffered: blocks 1 and 2
+	sfh, errno := e.open_(ino, syscall.O_RDWR|syscall.O_SYNC)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	efs.SetInjector(vfs.InjectorFunc(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.Contains(op.Path, "journal") {
+			return vfs.EIO
+		}
+		return nil
+	}))
+	if errno := e.fallocate(ino, sfh, bs, 2*bs, 3 /* PUNCH_HOLE|KEEP_SIZE */); errno != syscall.EIO {
+		t.Fatalf("punch with the journal force failing: %v, want EIO", errno)
+	}
+	got := e.mustRead(ino, fh, 0, 4*bs)
+	want := pattern(4*bs, 1)
+	clear(want[bs : 3*bs])
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read after the failed punch: %d bytes, not the punched file", len(got))
+	}
+}
