@@ -195,6 +195,7 @@ func open(dir string, opts *Options, lock io.Closer) (*DB, error) {
 		opts = &Options{}
 	}
 	o := *opts
+	autoSegment := o.VlogSegmentSize == 0
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -243,7 +244,7 @@ func open(dir string, opts *Options, lock io.Closer) (*DB, error) {
 	}
 	d.mu.versions = vs
 	if !o.ReadOnly {
-		d.initSpace()
+		d.initSpace(autoSegment)
 	}
 	for _, f := range vs.files {
 		if _, err := o.FS.Stat(d.tablePath(f.FileNum)); err != nil {

@@ -170,19 +170,35 @@ func noSpace(cause error) error {
 	return fmt.Errorf("%w (%v)", ErrNoSpace, cause)
 }
 
-// initSpace sets the reserve from the options and the device size.
-func (d *DB) initSpace() {
+// initSpace sets the reserve from the options and the device size, and
+// with autoSegment the value-log segment size (vlogSegmentSizeFor).
+func (d *DB) initSpace(autoSegment bool) {
+	total, _, err := d.opts.FS.Usage(d.dirname)
 	r := d.opts.SpaceReserve
-	if r == 0 {
-		if total, _, err := d.opts.FS.Usage(d.dirname); err == nil {
-			r = int64(min(total/100, 64<<20))
-		}
+	if r == 0 && err == nil {
+		r = int64(min(total/100, 64<<20))
 	}
 	d.space.reserve = uint64(max(r, 0))
 	if r == 0 {
 		r = -1
 	}
 	d.opts.SpaceReserve = r // effective, for Options
+	if autoSegment && err == nil {
+		d.opts.VlogSegmentSize = vlogSegmentSizeFor(total)
+	}
+}
+
+// vlogSegmentSizeFor is the default value-log segment size on a device of
+// total bytes: 64 MiB, and on devices under 3.2 GiB a fiftieth of the
+// device, at least 1 MiB. The space of deleted values comes back only
+// when a whole segment goes, and the cleaner can move the live half of
+// a segment only into free space: with segments of at most twice the
+// space reserve (1% of the device), one cleaning step always fits in the
+// reserve. With 64 MiB segments on a 96 MiB device, the files deleted
+// could leave a sealed segment holding 3 MiB of live values beside a
+// dead active one, and no room to move them: rm freed nothing.
+func vlogSegmentSizeFor(total uint64) int64 {
+	return int64(max(1<<20, min(64<<20, total/50&^(1<<20-1))))
 }
 
 // admit decides whether a batch may be applied as far as space goes.
