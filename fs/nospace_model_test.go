@@ -54,20 +54,7 @@ func noSpaceModel(t *testing.T, seed uint64) {
 		files = append(files, &file{ino: ino, fh: fh})
 	}
 	p := []float64{0.05, 0.2, 0.5}[rng.IntN(3)]
-	// The injector is called concurrently (background flushes).
-	var mu sync.Mutex
-	draw := rand.New(rand.NewPCG(seed, 7))
-	efs.SetInjector(vfs.InjectorFunc(func(op vfs.Op) error {
-		if op.Kind != vfs.OpWrite || !(strings.HasSuffix(op.Path, ".vlog") || strings.HasSuffix(op.Path, ".sst")) {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if draw.Float64() >= p {
-			return nil
-		}
-		return []error{vfs.ENOSPC, vfs.ShortENOSPC}[draw.IntN(2)]
-	}))
+	efs.SetInjector(randomNoSpace(seed, p))
 
 	stats := map[string]int{}
 	var log []string
@@ -211,4 +198,23 @@ func noSpaceModel(t *testing.T, seed uint64) {
 		c.release(ino, fh)
 	}
 	t.Logf("p %.2f, flush age %v, buffer %d: %v", p, age, buf, stats)
+}
+
+// randomNoSpace fails a share p of the writes to value-log segments and
+// tables with ENOSPC, half of them short, drawn from seed. It is safe for
+// the concurrent calls of background flushes.
+func randomNoSpace(seed uint64, p float64) vfs.Injector {
+	var mu sync.Mutex
+	draw := rand.New(rand.NewPCG(seed, 7))
+	return vfs.InjectorFunc(func(op vfs.Op) error {
+		if op.Kind != vfs.OpWrite || !strings.HasSuffix(op.Path, ".vlog") && !strings.HasSuffix(op.Path, ".sst") {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if draw.Float64() >= p {
+			return nil
+		}
+		return []error{vfs.ENOSPC, vfs.ShortENOSPC}[draw.IntN(2)]
+	})
 }

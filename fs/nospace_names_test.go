@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -47,19 +46,7 @@ func noSpaceNamespace(t *testing.T, seed uint64) {
 	mem := vfs.NewMem()
 	e, efs := faultEnv(t, csEngineOptions(nil), mem)
 	p := []float64{0.1, 0.3, 0.6}[rng.IntN(3)]
-	var mu sync.Mutex
-	draw := rand.New(rand.NewPCG(seed, 8))
-	efs.SetInjector(vfs.InjectorFunc(func(op vfs.Op) error {
-		if op.Kind != vfs.OpWrite || !(strings.HasSuffix(op.Path, ".vlog") || strings.HasSuffix(op.Path, ".sst")) {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if draw.Float64() >= p {
-			return nil
-		}
-		return []error{vfs.ENOSPC, vfs.ShortENOSPC}[draw.IntN(2)]
-	}))
+	efs.SetInjector(randomNoSpace(seed^0xd1e, p))
 
 	nodes := map[uint64]*nsNode{1: {dir: true, mode: 0o755, nlink: 2, entries: map[string]uint64{}, parent: 1}}
 	var log []string
