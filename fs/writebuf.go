@@ -488,7 +488,6 @@ func (f *FS) resolveBases(ino uint64, dbs []*dirtyBlock, idxs []uint64) error {
 	return nil
 }
 
-// discard drops the buffer without writing it (the inode is being deleted).
 // cut takes the buffered blocks that lie wholly in [lo, hi) out of wb, for
 // a truncation to lo (hi: maxFileSize) or a hole punched over the range
 // that is about to be written: it needs none of their bytes, and writing
@@ -552,6 +551,9 @@ func (f *FS) settleCut(wb *writeBuffer, c cutBlocks, err error) {
 	wb.kill = wb.kill || c.kill
 }
 
+// discard drops the buffer without writing it: at the last close (after
+// its flush), at O_TRUNC, and when the flush of a write that found the
+// buffer clean failed (writeLocked).
 func (f *FS) discard(wb *writeBuffer) {
 	for idx, db := range wb.blocks {
 		f.dropBlock(db)
