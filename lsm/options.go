@@ -92,7 +92,8 @@ type Options struct {
 	// value in the tree.
 	ValueThreshold int
 	// VlogSegmentSize is the size at which a value-log segment is sealed and
-	// a new one started. Default 64 MiB.
+	// a new one started. Default 64 MiB; on a data device under 3,200 MiB, a
+	// fiftieth of it, at least 1 MiB (set by Open, vlogSegmentSizeFor).
 	VlogSegmentSize int64
 	// VlogCleanThreshold: the background cleaner rewrites sealed segments
 	// whose live share fell below it. Default 0.5.

@@ -173,32 +173,36 @@ func noSpace(cause error) error {
 // initSpace sets the reserve from the options and the device size, and
 // with autoSegment the value-log segment size (vlogSegmentSizeFor).
 func (d *DB) initSpace(autoSegment bool) {
-	total, _, err := d.opts.FS.Usage(d.dirname)
 	r := d.opts.SpaceReserve
-	if r == 0 && err == nil {
-		r = int64(min(total/100, 64<<20))
+	if r == 0 || autoSegment {
+		total, _, err := d.opts.FS.Usage(d.dirname)
+		if err == nil && total > 0 {
+			if r == 0 {
+				r = int64(min(total/100, 64<<20))
+			}
+			if autoSegment {
+				d.opts.VlogSegmentSize = vlogSegmentSizeFor(total)
+			}
+		}
 	}
 	d.space.reserve = uint64(max(r, 0))
 	if r == 0 {
 		r = -1
 	}
 	d.opts.SpaceReserve = r // effective, for Options
-	if autoSegment && err == nil {
-		d.opts.VlogSegmentSize = vlogSegmentSizeFor(total)
-	}
 }
 
 // vlogSegmentSizeFor is the default value-log segment size on a device of
-// total bytes: 64 MiB, and on devices under 3.2 GiB a fiftieth of the
-// device, at least 1 MiB. The space of deleted values comes back only
-// when a whole segment goes, and the cleaner can move the live half of
-// a segment only into free space: with segments of at most twice the
-// space reserve (1% of the device), one cleaning step always fits in the
-// reserve. With 64 MiB segments on a 96 MiB device, the files deleted
-// could leave a sealed segment holding 3 MiB of live values beside a
-// dead active one, and no room to move them: rm freed nothing.
+// total bytes: 64 MiB, and on devices under 3,200 MiB a fiftieth of the
+// device, at least 1 MiB. Deleted values give their space back only when
+// their whole segment goes (it dies, or the cleaner moves its live values
+// out, which needs free space for them): small segments die whole more
+// often and need little room to clean. With 64 MiB segments on a 96 MiB
+// device, deleting 76 MiB of files left a sealed segment holding 3 MiB of
+// live values beside a dead active one, and no room to move them: the
+// deletions freed nothing.
 func vlogSegmentSizeFor(total uint64) int64 {
-	return int64(max(1<<20, min(64<<20, total/50&^(1<<20-1))))
+	return int64(max(1<<20, min(64<<20, (total/50)&^(1<<20-1))))
 }
 
 // admit decides whether a batch may be applied as far as space goes.

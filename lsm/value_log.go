@@ -437,16 +437,29 @@ func (d *DB) maybeScheduleCleanLocked() {
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
-		_, err := d.cleanValueLog(d.opts.VlogCleanThreshold, 4, true)
+		cleaned, err := d.cleanValueLog(d.opts.VlogCleanThreshold, cleanStep(d.opts.VlogSegmentSize), true)
 		d.mu.Lock()
 		d.mu.cleaning = false
 		d.mu.cond.Broadcast()
+		if err == nil && cleaned > 0 {
+			// Triggers that came during the pass were dropped: go on
+			// while segments are left below the threshold (a large rm
+			// on small segments leaves many).
+			d.maybeScheduleCleanLocked()
+		}
 		d.mu.Unlock()
 		var rerr *cleanReadError
 		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoSpace) && !errors.As(err, &rerr) {
 			d.setBackgroundError(fmt.Errorf("value-log cleaner: %w", err))
 		}
 	}()
+}
+
+// cleanStep is how many segments a background cleaning pass takes at
+// most: 4, or as many as make 256 MiB (4 of the default size) when
+// segments are smaller (small devices, vlogSegmentSizeFor).
+func cleanStep(segmentSize int64) int {
+	return int(max(4, (256<<20)/max(segmentSize, 1)))
 }
 
 // pickCleanLocked returns up to n sealed segments whose live share is below
