@@ -659,18 +659,7 @@ func TestCompactNoSpaceIsNotFatal(t *testing.T) {
 // beside a dead active one, with no room to move them: deleting 76 MiB
 // freed nothing, and writes still failed with ENOSPC 10 s later.
 func TestDeletesFreeSpaceOnSmallDevice(t *testing.T) {
-	mem := vfs.NewMem()
-	mem.SetCapacity(96 << 20)
-	o := &lsm.Options{FS: mem, UUID: [16]byte{0xde}, CacheSize: -1,
-		Journal: lsm.JournalOptions{Size: 16 << 20, CommitInterval: time.Hour}}
-	if err := lsm.Format("/db", o); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open("/db", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, mem := openSmallDevice(t)
 	if got := db.Options().VlogSegmentSize; got != 1<<20 {
 		t.Fatalf("segment size on a 96 MiB device: %d, want 1 MiB", got)
 	}
@@ -699,6 +688,7 @@ func TestDeletesFreeSpaceOnSmallDevice(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	var err error
 	for {
 		err = put(db, "after", "x", true)
 		if err == nil || time.Now().After(deadline) {
@@ -717,18 +707,7 @@ func TestDeletesFreeSpaceOnSmallDevice(t *testing.T) {
 // background cleaner goes on until none is left below its threshold,
 // without writes to trigger it again: the space comes back.
 func TestCleanerGoesOnWithSmallSegments(t *testing.T) {
-	mem := vfs.NewMem()
-	mem.SetCapacity(96 << 20)
-	o := &lsm.Options{FS: mem, UUID: [16]byte{0xc1}, CacheSize: -1,
-		Journal: lsm.JournalOptions{Size: 16 << 20, CommitInterval: time.Hour}}
-	if err := lsm.Format("/db", o); err != nil {
-		t.Fatal(err)
-	}
-	db, err := lsm.Open("/db", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, mem := openSmallDevice(t)
 	v := strings.Repeat("c", 256<<10)
 	const n = 160 // 40 MiB: four values a segment
 	for i := range n {
@@ -766,4 +745,24 @@ func TestCleanerGoesOnWithSmallSegments(t *testing.T) {
 			t.Fatalf("k%03d after cleaning: %v", i, err)
 		}
 	}
+}
+
+// openSmallDevice formats and opens an engine with default options (but
+// for the cache and a 16 MiB journal) on a 96 MiB MemFS; the DB is closed
+// at cleanup.
+func openSmallDevice(t *testing.T) (*lsm.DB, *vfs.MemFS) {
+	t.Helper()
+	mem := vfs.NewMem()
+	mem.SetCapacity(96 << 20)
+	o := &lsm.Options{FS: mem, UUID: [16]byte{0x96}, CacheSize: -1,
+		Journal: lsm.JournalOptions{Size: 16 << 20, CommitInterval: time.Hour}}
+	if err := lsm.Format("/db", o); err != nil {
+		t.Fatal(err)
+	}
+	db, err := lsm.Open("/db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, mem
 }
