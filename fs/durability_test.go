@@ -416,7 +416,11 @@ func TestDurBackgroundCommitFailureReported(t *testing.T) {
 		t.Run(what, func(t *testing.T) {
 			e, efs, _ := durEnv(t, 20*time.Millisecond)
 			ino, fh := e.mustCreate(1, "f")
-			time.Sleep(100 * time.Millisecond) // the create is committed
+			// The create is committed before the injection: left to the
+			// commit timer, a late one met the injected error (review).
+			if err := e.db.SyncJournal(); err != nil {
+				t.Fatal(err)
+			}
 			var m vfs.Match
 			switch what {
 			case "journal write":
@@ -430,9 +434,14 @@ func TestDurBackgroundCommitFailureReported(t *testing.T) {
 			efs.SetInjector(inj)
 			e.mustWrite(ino, fh, 0, pattern(5000, 13)) // above value_threshold: the value log
 			wantErr(t, "flush", e.flush(ino, fh), 0)
-			time.Sleep(200 * time.Millisecond) // the background commit meets the failure
-			if fired, _ := inj.Fired(); !fired {
-				t.Fatal("the injection did not fire")
+			// The background commit (every 20ms) meets the failure.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if fired, _ := inj.Fired(); fired {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the injection did not fire")
+				}
 			}
 			efs.SetInjector(nil)
 			wantErr(t, "fsync after a failed background commit", e.fsync(ino, fh), syscall.EIO)

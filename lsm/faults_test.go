@@ -687,7 +687,7 @@ func TestDeletesFreeSpaceOnSmallDevice(t *testing.T) {
 			t.Fatalf("delete when full: %v", err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	var err error
 	for {
 		err = put(db, "after", "x", true)

@@ -98,7 +98,7 @@ func testReclaimWithLargeTree(t *testing.T, reopen bool) {
 	if err := db.Apply(b, true); err != nil {
 		t.Fatalf("delete when full: %v\n%s", err, metricsOf(db))
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err = put(db, "after", "x", true)
 		if err == nil || !errors.Is(err, syscall.ENOSPC) || time.Now().After(deadline) {
