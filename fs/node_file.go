@@ -196,11 +196,17 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 		return nil, f.errno("read", in.NodeId, err)
 	}
 	buf = buf[:min(len(buf), int(in.Size))]
+	var rec inode // the record the read used, if it read one
 	lk := f.locks.rlock(h.ino)
-	n, err := f.readAt(h.ino, h.oi, in.Offset, buf)
+	n, err := f.readAt(h.ino, h.oi, in.Offset, buf, &rec)
 	lk.unlock()
 	if err != nil {
 		return nil, f.errno("read", h.ino, err)
+	}
+	if rec.Mode != 0 && !noAtime(h.flags) {
+		// Not while writes are buffered (no record read): their flush
+		// moves mtime past atime, and the next read updates it.
+		f.touchAtime(h.ino, &rec)
 	}
 	return fuse.ReadResultData(buf[:n]), fuse.OK
 }
@@ -707,7 +713,7 @@ func (f *FS) copyFileRange(in *fuse.CopyFileRangeIn) (uint32, error) {
 	for done < length {
 		chunk := buf[:min(uint64(len(buf)), length-done)]
 		h := f.locks.lock(src.ino, dst.ino)
-		n, err := f.readAt(src.ino, src.oi, in.OffIn+done, chunk)
+		n, err := f.readAt(src.ino, src.oi, in.OffIn+done, chunk, nil)
 		if err == nil && n > 0 {
 			err = f.writeLocked(dst.oi, in.OffOut+done, [][]byte{chunk[:n]}, in.Caller.Uid != 0, false)
 		}
@@ -719,6 +725,9 @@ func (f *FS) copyFileRange(in *fuse.CopyFileRangeIn) (uint32, error) {
 			break
 		}
 		done += uint64(n)
+	}
+	if done > 0 && !noAtime(src.flags) {
+		f.touchAtime(src.ino, nil) // the source was read, as by read(2)
 	}
 	if dst.syncWrites() {
 		h := f.locks.lock(dst.ino)

@@ -74,6 +74,13 @@ type Options struct {
 	// dirty and sends them with SETATTR. Default false.
 	WritebackCache bool
 
+	// Atime is when a read updates the access time (Linux's relatime by
+	// default; see atime.go). Only reads that reach lsmfs count: the
+	// kernel serves cached pages without asking.
+	Atime AtimePolicy
+	// NoDirAtime leaves directories' access times alone (nodiratime).
+	NoDirAtime bool
+
 	// Clock gives the time stamped on inodes. Default time.Now.
 	Clock func() time.Time
 }
@@ -125,6 +132,7 @@ func (o *Options) String() string {
 		timeout(o.EntryTimeout), timeout(o.AttrTimeout), timeout(o.NegativeTimeout))
 	fmt.Fprintf(&b, "write_buffer_size=%d\nwrite_buffer_total=%d\nflush_age=%s\nread_only=%v\nwriteback_cache=%v\n",
 		o.WriteBufferSize, o.WriteBufferTotal, timeout(o.FlushAge), o.ReadOnly, o.WritebackCache)
+	fmt.Fprintf(&b, "atime=%s\ndiratime=%v\n", o.Atime, !o.NoDirAtime)
 	return b.String()
 }
 

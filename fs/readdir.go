@@ -94,12 +94,21 @@ func (f *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirE
 	return f.errno("readdirplus", in.NodeId, f.readDir(in, out, true))
 }
 
+// readDir serves one READDIR(PLUS). A listing from the start reads the
+// directory, as far as its access time goes (atime.go).
 func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) error {
 	h := f.handles.get(in.Fh)
 	if h == nil || h.dir == nil {
 		return syscall.EBADF
 	}
-	dh := h.dir
+	err := f.readDirHandle(h.dir, in, out, plus)
+	if err == nil && in.Offset == 0 && !noAtime(h.flags) && !f.opts.NoDirAtime {
+		f.touchAtime(h.ino, nil)
+	}
+	return err
+}
+
+func (f *FS) readDirHandle(dh *dirHandle, in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) error {
 	dh.mu.Lock()
 	defer dh.mu.Unlock()
 	off := in.Offset

@@ -566,8 +566,9 @@ func (f *FS) discard(wb *writeBuffer) {
 
 // readAt fills dst with the file's bytes at off and returns how many there
 // are before the end of the file. oi (nil if the inode has no open handle)
-// is read-locked by the caller.
-func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, error) {
+// is read-locked by the caller. rec, if not nil, receives the inode record
+// the size came from; it stays zero when the write buffer gave the size.
+func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte, rec *inode) (int, error) {
 	var size uint64
 	var wb *writeBuffer
 	if oi != nil && oi.wb.dirty() {
@@ -579,6 +580,9 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte) (int, err
 			return 0, err
 		}
 		size = n.Size
+		if rec != nil {
+			*rec = n
+		}
 	}
 	if off >= size || len(dst) == 0 {
 		return 0, nil

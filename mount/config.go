@@ -71,6 +71,12 @@ type Config struct {
 	// /sys/class/bdi after the mount. Default 0: DefaultReadahead; negative:
 	// no readahead (readahead=0).
 	Readahead int64
+	// StrictAtime makes every read lsmfs serves update the access time
+	// (strictatime). Default off: relatime. The noatime kernel flag wins
+	// over both.
+	StrictAtime bool
+	// NoDirAtime leaves directories' access times alone (nodiratime).
+	NoDirAtime bool
 	// ReadOnly mounts read-only. Default off.
 	ReadOnly bool
 	// FsName is the source shown in /proc/mounts. Default: DATADIR.
@@ -213,6 +219,12 @@ func (c *Config) String() string {
 		add("readahead", "0")
 	case c.Readahead > 0:
 		add("readahead", FormatSize(c.Readahead))
+	}
+	if c.StrictAtime {
+		opts = append(opts, "strictatime")
+	}
+	if c.NoDirAtime {
+		opts = append(opts, "nodiratime")
 	}
 	if c.ReadOnly {
 		opts = append(opts, "ro")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -369,12 +370,24 @@ type pointedError struct {
 func (e *pointedError) Error() string { return e.msg }
 func (e *pointedError) Unwrap() error { return e.err }
 
+// atimePolicy is the access-time rule of c: noatime wins, as on Linux.
+func (c *Config) atimePolicy() fs.AtimePolicy {
+	switch {
+	case slices.Contains(c.KernelFlags, "noatime"):
+		return fs.AtimeNever
+	case c.StrictAtime:
+		return fs.AtimeStrict
+	}
+	return fs.AtimeRelative
+}
+
 // FSOptions returns the fs.Options c asks for.
 func (c *Config) FSOptions(logger *slog.Logger) fs.Options {
 	// Buffered writes of files kept open wait at most half the commit
 	// interval in their write buffer, and the flusher forces them: every
 	// write is durable within the commit interval.
-	return fs.Options{Logger: logger, ReadOnly: c.ReadOnly, WritebackCache: c.WritebackCache, FlushAge: c.CommitInterval / 2}
+	return fs.Options{Logger: logger, ReadOnly: c.ReadOnly, WritebackCache: c.WritebackCache, FlushAge: c.CommitInterval / 2,
+		Atime: c.atimePolicy(), NoDirAtime: c.NoDirAtime}
 }
 
 // closeWhenServed closes the filesystem (flushing dirty buffers) and then the

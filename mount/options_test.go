@@ -9,6 +9,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/lsmfs/lsmfs/fs"
 	"github.com/lsmfs/lsmfs/mount"
 )
 
@@ -45,7 +46,9 @@ func TestParseOptions(t *testing.T) {
 		// What mount(8) and mount.fuse3 pass, and fstab/systemd options.
 		{[]string{"rw,noatime,nodev,relatime,nosuid,_netdev,nofail,users,exec,dev,suid"},
 			mount.Config{KernelFlags: []string{"noatime", "exec", "dev", "suid"},
-				Ignored: []string{"relatime", "_netdev", "nofail", "users"}}},
+				Ignored: []string{"_netdev", "nofail", "users"}}},
+		{[]string{"strictatime,nodiratime"}, mount.Config{StrictAtime: true, NoDirAtime: true}},
+		{[]string{"strictatime,relatime,nodiratime,diratime,norelatime,lazytime"}, mount.Config{Ignored: []string{"norelatime", "lazytime"}}},
 		{[]string{"defaults,noauto,auto,user,nouser,x-systemd.automount,x-gvfs-show,comment=systemd.foo"},
 			mount.Config{Ignored: []string{"defaults", "noauto", "auto", "user", "nouser",
 				"x-systemd.automount", "x-gvfs-show", "comment=systemd.foo"}}},
@@ -212,6 +215,34 @@ func TestOptionOrder(t *testing.T) {
 	} {
 		if _, err := mount.ParseOptions(opts); err != nil {
 			t.Errorf("ParseOptions(%q): %v", opts, err)
+		}
+	}
+}
+
+// TestAtimePolicy: the access-time options reach the filesystem, and
+// noatime wins over strictatime as on Linux.
+func TestAtimePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		want  fs.AtimePolicy
+		nodir bool
+	}{
+		{"", fs.AtimeRelative, false},
+		{"relatime", fs.AtimeRelative, false},
+		{"strictatime", fs.AtimeStrict, false},
+		{"strictatime,nostrictatime", fs.AtimeRelative, false},
+		{"noatime", fs.AtimeNever, false},
+		{"strictatime,noatime", fs.AtimeNever, false},
+		{"noatime,atime,strictatime", fs.AtimeStrict, false},
+		{"nodiratime", fs.AtimeRelative, true},
+	} {
+		c, err := mount.ParseOptions(tc.in)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.in, err)
+		}
+		o := c.FSOptions(nil)
+		if o.Atime != tc.want || o.NoDirAtime != tc.nodir {
+			t.Errorf("%q: atime %v nodiratime %v, want %v %v", tc.in, o.Atime, o.NoDirAtime, tc.want, tc.nodir)
 		}
 	}
 }
