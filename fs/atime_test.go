@@ -18,8 +18,7 @@ func (c *fakeClock) advance(d time.Duration) {
 
 // TestRelatime: under the default policy a read moves the access time when
 // it is not after the last change (mtime, ctime) or is a day old, and not
-// otherwise; the time outlives a remount. Reads that change nothing cost
-// no write.
+// otherwise; the time outlives a remount.
 func TestRelatime(t *testing.T) {
 	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
 	ino, fh := e.mustCreate(1, "f")
@@ -145,4 +144,93 @@ func TestCopyFileRangeAtime(t *testing.T) {
 	if a := atimeOf(e.attr(src)); a <= before {
 		t.Errorf("source atime %d -> %d", before, a)
 	}
+}
+
+// TestAtimeLazy: a read moves the access time in memory only: stat shows
+// it at once, the engine gets no write until the flusher or Close, a time
+// set by utimens replaces a pending one, and past the bound on pending
+// times the read that adds one writes them all.
+func TestAtimeLazy(t *testing.T) {
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+	var inos []uint64
+	for _, name := range []string{"a", "b", "c"} {
+		ino, fh := e.mustCreate(1, name)
+		e.mustWrite(ino, fh, 0, []byte("hello"))
+		e.release(ino, fh)
+		inos = append(inos, ino)
+	}
+	a, b, c := inos[0], inos[1], inos[2]
+	read := func(ino uint64) {
+		t.Helper()
+		fh := e.mustOpen(ino, syscall.O_RDONLY)
+		e.mustRead(ino, fh, 0, 5)
+		e.release(ino, fh)
+	}
+	lsn := e.db.Metrics().Journal.LastLSN
+	read(a)
+	read(b)
+	if got := e.db.Metrics().Journal.LastLSN; got != lsn {
+		t.Errorf("reads wrote to the engine: last lsn %d -> %d", lsn, got)
+	}
+	if n := e.fs.PendingAtimes(); n != 2 {
+		t.Errorf("%d access times pending, want 2", n)
+	}
+	ra := e.attr(a)
+	if atimeOf(ra) <= mtimeOf(ra) {
+		t.Fatalf("stat after the read: atime %d, mtime %d", atimeOf(ra), mtimeOf(ra))
+	}
+	// utimens on b replaces its pending time.
+	var in fuse.SetAttrIn
+	in.NodeId, in.Valid, in.Atime = b, fuse.FATTR_ATIME, 1234
+	if _, err := e.setattr(in); err != 0 {
+		t.Fatal(err)
+	}
+	if n := e.fs.PendingAtimes(); n != 1 {
+		t.Errorf("%d access times pending after utimens, want 1", n)
+	}
+	// At the bound, the read that adds one writes them all.
+	fs.SetAtimeMax(t, 1)
+	read(c)
+	if n := e.fs.PendingAtimes(); n != 0 {
+		t.Errorf("%d access times pending past the bound, want 0", n)
+	}
+	rc := e.attr(c)
+	e.remount()
+	if got := atimeOf(e.attr(a)); got != atimeOf(ra) {
+		t.Errorf("a after remount: atime %d, want %d", got, atimeOf(ra))
+	}
+	if got := atimeOf(e.attr(b)); got != 1234*1e9 {
+		t.Errorf("b after remount: atime %d, want the utimens time", got)
+	}
+	if got := atimeOf(e.attr(c)); got != atimeOf(rc) {
+		t.Errorf("c after remount: atime %d, want %d", got, atimeOf(rc))
+	}
+	e.check()
+}
+
+// TestAtimeHandles: a write-only handle's reads (the kernel's, before a
+// partial-page write) are no access; under strictatime a read of buffered
+// writes is.
+func TestAtimeHandles(t *testing.T) {
+	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
+	ino, fh := e.mustCreate(1, "f")
+	e.mustWrite(ino, fh, 0, []byte("hello"))
+	e.release(ino, fh)
+	before := atimeOf(e.attr(ino))
+	fh = e.mustOpen(ino, syscall.O_WRONLY)
+	e.mustRead(ino, fh, 0, 5)
+	e.release(ino, fh)
+	if a := atimeOf(e.attr(ino)); a != before {
+		t.Errorf("read through a write-only handle: atime %d -> %d", before, a)
+	}
+
+	e = newEnv(t, fs.Options{Atime: fs.AtimeStrict}, fs.FormatOptions{})
+	ino, fh = e.mustCreate(1, "f")
+	e.mustWrite(ino, fh, 0, []byte("hello")) // buffered
+	before = atimeOf(e.attr(ino))
+	e.mustRead(ino, fh, 0, 5)
+	if a := atimeOf(e.attr(ino)); a <= before {
+		t.Errorf("strictatime, read of buffered writes: atime %d -> %d", before, a)
+	}
+	e.release(ino, fh)
 }

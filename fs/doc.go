@@ -70,7 +70,8 @@
 // for security.capability before every write(2); ctime changes with every change (and, as on ext4, with
 // chown to the same owner), mtime and ctime with data, and a directory's
 // mtime and ctime with its entries.
-// Access times are not updated by reads (noatime), only by utimens.
+// Reads update access times as relatime (default), strictatime or noatime
+// say, in memory first (atime.go).
 //
 // # Locks, mappings, ACLs
 //

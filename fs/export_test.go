@@ -12,6 +12,17 @@ func (f *FS) EnableACL() { f.acl.Store(true) }
 // BaseReads returns how many stored blocks flushes have looked up.
 func (f *FS) BaseReads() uint64 { return f.baseReads.Load() }
 
+// PendingAtimes returns how many access times reads moved that no batch
+// has written yet.
+func (f *FS) PendingAtimes() int { return int(f.atimes.n.Load()) }
+
+// SetAtimeMax sets the bound on pending access times until the test ends.
+func SetAtimeMax(t *testing.T, n int) {
+	old := atimeMax
+	atimeMax = n
+	t.Cleanup(func() { atimeMax = old })
+}
+
 // SetKernelMinor sets the FUSE protocol minor as if the kernel had
 // reported m at Init.
 func (f *FS) SetKernelMinor(m uint32) { f.kernelMinor.Store(m) }

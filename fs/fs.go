@@ -81,7 +81,10 @@ type FS struct {
 
 	// buffered is the memory all write buffers hold (Options.WriteBufferTotal).
 	buffered atomic.Int64
-	// flusher writes buffers dirty for FlushAge (writebuf.go flushOld).
+	// atimes are access times reads moved, not written yet (atime.go).
+	atimes atimeTable
+	// flusher writes buffers dirty for FlushAge (writebuf.go flushOld),
+	// and the pending access times.
 	flusher struct {
 		stop chan struct{}
 		done chan struct{}
@@ -228,6 +231,7 @@ func (f *FS) Close() error {
 	if f.opts.ReadOnly {
 		return first
 	}
+	f.writeAtimes()
 	if err := f.db.SyncJournal(); err != nil && first == nil {
 		first = fmt.Errorf("fs: close: sync journal: %w", err)
 	}

@@ -110,6 +110,9 @@ func (f *FS) fillAttr(ino uint64, n *inode, a *fuse.Attr) {
 		Blksize: uint32(f.bs),
 	}
 	a.Atime, a.Atimensec = splitNs(n.Atime)
+	if t, ok := f.atimes.get(ino); ok {
+		a.Atime, a.Atimensec = splitNs(t) // a read's, not written yet
+	}
 	a.Mtime, a.Mtimensec = splitNs(n.Mtime)
 	a.Ctime, a.Ctimensec = splitNs(n.Ctime)
 }

@@ -150,6 +150,9 @@ func (f *FS) setattrLocked(ino uint64, oi *openInode, in *fuse.SetAttrIn, caller
 	if err := f.db.Apply(b, false); err != nil {
 		return inode{}, err
 	}
+	if valid&fuse.FATTR_ATIME != 0 {
+		f.atimes.drop(ino, 0, true) // the time set replaces a read's
+	}
 	return n, nil
 }
 

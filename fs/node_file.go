@@ -203,10 +203,15 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 	if err != nil {
 		return nil, f.errno("read", h.ino, err)
 	}
-	if rec.Mode != 0 && !noAtime(h.flags) {
-		// Not while writes are buffered (no record read): their flush
-		// moves mtime past atime, and the next read updates it.
-		f.touchAtime(h.ino, &rec)
+	if !noAtime(h.flags) {
+		if rec.Mode != 0 {
+			f.noteAtime(h.ino, &rec)
+		} else if f.opts.Atime == AtimeStrict {
+			// Writes are buffered (the size came from them): under
+			// relatime their flush moves mtime past atime and the next
+			// read counts; strictatime counts this one.
+			f.noteAtime(h.ino, nil)
+		}
 	}
 	return fuse.ReadResultData(buf[:n]), fuse.OK
 }
@@ -726,8 +731,10 @@ func (f *FS) copyFileRange(in *fuse.CopyFileRangeIn) (uint32, error) {
 		}
 		done += uint64(n)
 	}
-	if done > 0 && !noAtime(src.flags) {
-		f.touchAtime(src.ino, nil) // the source was read, as by read(2)
+	if done > 0 && !noAtime(src.flags) && f.noteAtime(src.ino, nil) {
+		// The source was read, as by read(2), but the kernel forgets
+		// only the destination's attributes after COPY_FILE_RANGE.
+		f.invalidateAttr(src.ino)
 	}
 	if dst.syncWrites() {
 		h := f.locks.lock(dst.ino)

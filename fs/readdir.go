@@ -103,7 +103,7 @@ func (f *FS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) error {
 	}
 	err := f.readDirHandle(h.dir, in, out, plus)
 	if err == nil && in.Offset == 0 && !noAtime(h.flags) && !f.opts.NoDirAtime {
-		f.touchAtime(h.ino, nil)
+		f.noteAtime(h.ino, nil)
 	}
 	return err
 }

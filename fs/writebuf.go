@@ -686,7 +686,7 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte, rec *inod
 
 // flushOld runs until stop is closed: every FlushAge/2 it writes the
 // buffers that have been dirty for FlushAge or longer and, if it wrote any,
-// forces the journal. Writes to a file kept open (a log, a database's own
+// forces the journal; then the pending access times (atime.go). Writes to a file kept open (a log, a database's own
 // log) reach the disk within about 1.5 FlushAge and a force: the engine's
 // commit interval bounds only what reaches the engine, and a buffer reached
 // it only at flush, fsync, close or when full.
@@ -719,5 +719,6 @@ func (f *FS) flushOld(stop <-chan struct{}, done chan<- struct{}) {
 				f.errno("background flush", 0, err)
 			}
 		}
+		f.writeAtimes() // not forced: the commit interval takes them
 	}
 }

@@ -72,8 +72,8 @@ type Config struct {
 	// no readahead (readahead=0).
 	Readahead int64
 	// StrictAtime makes every read lsmfs serves update the access time
-	// (strictatime). Default off: relatime. The noatime kernel flag wins
-	// over both.
+	// (strictatime). Default off: relatime, or never with the noatime
+	// kernel flag. As in mount(2), it overrides noatime.
 	StrictAtime bool
 	// NoDirAtime leaves directories' access times alone (nodiratime).
 	NoDirAtime bool
@@ -317,7 +317,12 @@ func (c *Config) FUSEOptions(recommended fuse.MountOptions, dataDir string, logg
 	if c.ReadOnly {
 		opts = append(opts, "ro")
 	}
-	opts = append(opts, c.KernelFlags...)
+	for _, f := range c.KernelFlags {
+		if f == "noatime" && c.StrictAtime {
+			continue // strictatime clears noatime, as mount(2) does
+		}
+		opts = append(opts, f)
+	}
 	mo.Options = uniqueKeepOrder(opts)
 	return &mo
 }

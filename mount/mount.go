@@ -370,13 +370,14 @@ type pointedError struct {
 func (e *pointedError) Error() string { return e.msg }
 func (e *pointedError) Unwrap() error { return e.err }
 
-// atimePolicy is the access-time rule of c: noatime wins, as on Linux.
+// atimePolicy is the access-time rule of c. As mount(2) says, strictatime
+// overrides noatime and relatime, whatever their order.
 func (c *Config) atimePolicy() fs.AtimePolicy {
 	switch {
-	case slices.Contains(c.KernelFlags, "noatime"):
-		return fs.AtimeNever
 	case c.StrictAtime:
 		return fs.AtimeStrict
+	case slices.Contains(c.KernelFlags, "noatime"):
+		return fs.AtimeNever
 	}
 	return fs.AtimeRelative
 }

@@ -48,7 +48,8 @@ func TestParseOptions(t *testing.T) {
 			mount.Config{KernelFlags: []string{"noatime", "exec", "dev", "suid"},
 				Ignored: []string{"_netdev", "nofail", "users"}}},
 		{[]string{"strictatime,nodiratime"}, mount.Config{StrictAtime: true, NoDirAtime: true}},
-		{[]string{"strictatime,relatime,nodiratime,diratime,norelatime,lazytime"}, mount.Config{Ignored: []string{"norelatime", "lazytime"}}},
+		{[]string{"strictatime,relatime,nodiratime,diratime,norelatime,lazytime"}, mount.Config{StrictAtime: true, Ignored: []string{"norelatime", "lazytime"}}},
+		{[]string{"strictatime,nostrictatime,relatime"}, mount.Config{}},
 		{[]string{"defaults,noauto,auto,user,nouser,x-systemd.automount,x-gvfs-show,comment=systemd.foo"},
 			mount.Config{Ignored: []string{"defaults", "noauto", "auto", "user", "nouser",
 				"x-systemd.automount", "x-gvfs-show", "comment=systemd.foo"}}},
@@ -199,6 +200,15 @@ func TestFUSEOptions(t *testing.T) {
 	if !eo.ReadOnly {
 		t.Errorf("EngineOptions: not read-only")
 	}
+	// strictatime clears noatime for the kernel too (mount(2)).
+	cfg, err = mount.ParseOptions("noatime,strictatime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo = cfg.FUSEOptions(fuse.MountOptions{}, "/data", nil)
+	if slices.Contains(mo.Options, "noatime") {
+		t.Errorf("strictatime,noatime: kernel options %q", mo.Options)
+	}
 }
 
 // TestOptionOrder: options whose limits depend on each other are accepted in
@@ -220,7 +230,8 @@ func TestOptionOrder(t *testing.T) {
 }
 
 // TestAtimePolicy: the access-time options reach the filesystem, and
-// noatime wins over strictatime as on Linux.
+// strictatime overrides noatime and relatime in any order, as mount(2)
+// says.
 func TestAtimePolicy(t *testing.T) {
 	for _, tc := range []struct {
 		in    string
@@ -232,7 +243,9 @@ func TestAtimePolicy(t *testing.T) {
 		{"strictatime", fs.AtimeStrict, false},
 		{"strictatime,nostrictatime", fs.AtimeRelative, false},
 		{"noatime", fs.AtimeNever, false},
-		{"strictatime,noatime", fs.AtimeNever, false},
+		{"strictatime,noatime", fs.AtimeStrict, false},
+		{"noatime,strictatime", fs.AtimeStrict, false},
+		{"strictatime,relatime", fs.AtimeStrict, false},
 		{"noatime,atime,strictatime", fs.AtimeStrict, false},
 		{"nodiratime", fs.AtimeRelative, true},
 	} {

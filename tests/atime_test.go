@@ -79,6 +79,34 @@ func TestAtimeThroughKernel(t *testing.T) {
 	if a, m := atimeOf(t, p); !a.After(m) {
 		t.Fatalf("read after append: atime %v, mtime %v", a, m)
 	}
+	// copy_file_range reads its source; the kernel forgets only the
+	// destination's attributes, so lsmfs tells it about the source's.
+	w, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("!")); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	atimeOf(t, p) // the kernel caches the attributes again
+	src, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := os.Create(f.path("copy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.CopyFileRange(int(src.Fd()), nil, int(dst.Fd()), nil, 4, 0)
+	src.Close()
+	dst.Close()
+	if err != nil || n != 4 {
+		t.Fatalf("copy_file_range: %d, %v", n, err)
+	}
+	if a, m := atimeOf(t, p); !a.After(m) {
+		t.Fatalf("copy_file_range source: atime %v, mtime %v", a, m)
+	}
 	da0, dm0 := atimeOf(t, d)
 	if _, err := os.ReadDir(d); err != nil {
 		t.Fatal(err)
