@@ -21,8 +21,8 @@ package fs
 // a stalled writer, and many reads of a file between two flushes cost one
 // write. A crash may lose the last updates (as with lazytime), never data.
 // Writing is best effort: an update that cannot be written (a full device)
-// stays pending and is tried again; past atimeMax pending inodes, the read
-// that adds one writes them all first.
+// stays pending and is tried again; with atimeMax inodes pending, a read
+// that would add one asks the flusher for a pass and its time is lost.
 
 import (
 	"errors"
@@ -86,54 +86,87 @@ func noAtime(flags uint32) bool {
 	return flags&syscall.O_NOATIME != 0 || flags&syscall.O_ACCMODE == syscall.O_WRONLY
 }
 
-// atimeMax bounds the pending access times: about 3 MiB. A variable for
+// atimeMax bounds the pending access times: about 4 MiB. A variable for
 // tests.
 var atimeMax = 1 << 16
 
-// atimeTable holds the access times reads set that no batch has written
-// yet, by inode.
+// atimeTable holds the access times reads set, by inode, from the read
+// until a flusher pass after the one that wrote them: an attribute reply
+// whose record was read before the write (a GETATTR racing the flusher)
+// still finds the time here, instead of handing the kernel the old one to
+// cache for the attribute timeout.
 type atimeTable struct {
 	mu sync.Mutex
-	m  map[uint64]int64
+	m  map[uint64]atimeEntry
 	n  atomic.Int64 // len(m): readers skip the lock while it is 0
+	// kick asks the flusher for a pass now (the table is full).
+	kick chan struct{}
+}
+
+type atimeEntry struct {
+	t       int64
+	written bool // in the engine since the last pass
 }
 
 func (t *atimeTable) get(ino uint64) (int64, bool) {
-	if t.n.Load() == 0 {
-		return 0, false
-	}
-	t.mu.Lock()
-	v, ok := t.m[ino]
-	t.mu.Unlock()
-	return v, ok
+	e, ok := t.entry(ino)
+	return e.t, ok
 }
 
-// set records v as ino's access time and returns how many are pending.
-func (t *atimeTable) set(ino uint64, v int64) int {
+func (t *atimeTable) entry(ino uint64) (atimeEntry, bool) {
+	if t.n.Load() == 0 {
+		return atimeEntry{}, false
+	}
+	t.mu.Lock()
+	e, ok := t.m[ino]
+	t.mu.Unlock()
+	return e, ok
+}
+
+// set records v as ino's access time, unless atimeMax others are pending:
+// then it asks the flusher for a pass and reports false (the time is not
+// kept: best effort, bounded memory when the engine cannot take them).
+func (t *atimeTable) set(ino uint64, v int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
-		t.m = make(map[uint64]int64)
+		t.m = make(map[uint64]atimeEntry)
 	}
-	t.m[ino] = v
+	if _, ok := t.m[ino]; !ok && len(t.m) >= atimeMax {
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
+		return false
+	}
+	t.m[ino] = atimeEntry{t: v}
 	t.n.Store(int64(len(t.m)))
-	return len(t.m)
+	return true
 }
 
-// drop forgets ino's pending time if it is still v (any, with all).
-func (t *atimeTable) drop(ino uint64, v int64, all bool) {
+// drop forgets ino's entry if it is still e (any, with all).
+func (t *atimeTable) drop(ino uint64, e atimeEntry, all bool) {
 	if t.n.Load() == 0 {
 		return
 	}
 	t.mu.Lock()
-	if cur, ok := t.m[ino]; ok && (all || cur == v) {
+	if cur, ok := t.m[ino]; ok && (all || cur == e) {
 		delete(t.m, ino)
 		t.n.Store(int64(len(t.m)))
 	}
 	t.mu.Unlock()
 }
 
-// inodes returns the inodes with a pending time.
+// markWritten notes that ino's time e is in the engine, if it is still e.
+func (t *atimeTable) markWritten(ino uint64, e atimeEntry) {
+	t.mu.Lock()
+	if cur, ok := t.m[ino]; ok && cur == e {
+		t.m[ino] = atimeEntry{t: e.t, written: true}
+	}
+	t.mu.Unlock()
+}
+
+// inodes returns the inodes in the table.
 func (t *atimeTable) inodes() []uint64 {
 	if t.n.Load() == 0 {
 		return nil
@@ -150,7 +183,7 @@ func (t *atimeTable) inodes() []uint64 {
 // noteAtime records a read of ino just served, if atimeDue says so of its
 // record (seen: the record the read used; nil to read it) with any pending
 // time over it. It reports whether it moved the time. It takes no inode
-// lock and never waits for the engine, unless atimeMax are pending.
+// lock and never waits for the engine.
 func (f *FS) noteAtime(ino uint64, seen *inode) bool {
 	if f.opts.Atime == AtimeNever || f.opts.ReadOnly {
 		return false
@@ -171,39 +204,53 @@ func (f *FS) noteAtime(ino uint64, seen *inode) bool {
 	if !f.atimeDue(&n, now) {
 		return false
 	}
-	if f.atimes.set(ino, now) > atimeMax {
-		f.writeAtimes()
+	return f.atimes.set(ino, now)
+}
+
+// ghostAtime gives n, about to be kept as ino's ghost (its record is being
+// deleted, under ino's lock), the access time a read left pending: the
+// next flusher pass finds the record gone and drops the entry, and the
+// ghost would show the older time.
+func (f *FS) ghostAtime(ino uint64, n *inode) {
+	if t, ok := f.atimes.get(ino); ok {
+		n.Atime = t
 	}
-	return true
 }
 
 // writeAtimes writes the pending access times, each read-modify-written
-// under its inode's lock; what cannot be written stays pending (a
-// failure is logged once per call).
+// under its inode's lock, and forgets those the pass before wrote. A time
+// that cannot be written stays pending: when the engine refuses writes
+// (full, failed, closed) the pass stops at the first refusal.
 func (f *FS) writeAtimes() {
 	for _, ino := range f.atimes.inodes() {
 		h := f.locks.lock(ino)
-		t, ok := f.atimes.get(ino)
-		if !ok {
+		e, ok := f.atimes.entry(ino)
+		switch {
+		case !ok:
 			h.unlock() // an explicit time replaced it (setattr)
+			continue
+		case e.written:
+			f.atimes.drop(ino, e, false)
+			h.unlock()
 			continue
 		}
 		n, err := f.getInode(ino)
 		if err != nil {
 			h.unlock()
-			if errors.Is(err, syscall.ENOENT) {
-				f.atimes.drop(ino, 0, true) // gone, and numbers are never reused
-				continue
+			// Gone (numbers are never reused), or a record that does not
+			// decode (fsck's to report): nothing to write it to.
+			f.atimes.drop(ino, e, false)
+			if !errors.Is(err, syscall.ENOENT) {
+				f.log.Debug("fs: access time not written", "ino", ino, "err", err)
 			}
-			f.log.Debug("fs: access times not written", "ino", ino, "err", err)
-			return
+			continue
 		}
-		n.Atime = t
+		n.Atime = e.t
 		b := lsm.NewBatch()
 		putInode(b, ino, &n)
 		err = f.db.Apply(b, false)
 		if err == nil {
-			f.atimes.drop(ino, t, false) // a later read's time stays pending
+			f.atimes.markWritten(ino, e) // a later read's time stays pending
 		}
 		h.unlock()
 		if err != nil {

@@ -16,6 +16,9 @@ func (f *FS) BaseReads() uint64 { return f.baseReads.Load() }
 // has written yet.
 func (f *FS) PendingAtimes() int { return int(f.atimes.n.Load()) }
 
+// WriteAtimes runs one pass of the flusher over the pending access times.
+func (f *FS) WriteAtimes() { f.writeAtimes() }
+
 // SetAtimeMax sets the bound on pending access times until the test ends.
 func SetAtimeMax(t *testing.T, n int) {
 	old := atimeMax

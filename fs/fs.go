@@ -145,6 +145,7 @@ func New(db *lsm.DB, o Options) (*FS, error) {
 	f.inodes.done = make(chan struct{})
 	go f.countInodes(db.NewSnapshot())
 	f.flusher.stop, f.flusher.done = make(chan struct{}), make(chan struct{})
+	f.atimes.kick = make(chan struct{}, 1)
 	if o.ReadOnly || f.opts.FlushAge < 0 {
 		close(f.flusher.done)
 	} else {

@@ -151,7 +151,7 @@ func (f *FS) setattrLocked(ino uint64, oi *openInode, in *fuse.SetAttrIn, caller
 		return inode{}, err
 	}
 	if valid&fuse.FATTR_ATIME != 0 {
-		f.atimes.drop(ino, 0, true) // the time set replaces a read's
+		f.atimes.drop(ino, atimeEntry{}, true) // the time set replaces a read's
 	}
 	return n, nil
 }

@@ -699,6 +699,9 @@ func (f *FS) flushOld(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
+		case <-f.atimes.kick:
+			f.writeAtimes() // the table is full
+			continue
 		}
 		wrote := false
 		for _, oi := range f.open.all() {
