@@ -10,6 +10,14 @@ import (
 	"github.com/lsmfs/lsmfs/fs"
 )
 
+// helloFile creates name in the root directory with 5 bytes, closed.
+func helloFile(e *env, name string) uint64 {
+	ino, fh := e.mustCreate(1, name)
+	e.mustWrite(ino, fh, 0, []byte("hello"))
+	e.release(ino, fh)
+	return ino
+}
+
 func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
@@ -21,14 +29,12 @@ func (c *fakeClock) advance(d time.Duration) {
 // otherwise; the time outlives a remount.
 func TestRelatime(t *testing.T) {
 	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
-	ino, fh := e.mustCreate(1, "f")
-	e.mustWrite(ino, fh, 0, []byte("hello"))
-	e.release(ino, fh)
+	ino := helloFile(e, "f")
 	a0 := e.attr(ino)
 	if atimeOf(a0) > mtimeOf(a0) {
 		t.Fatalf("atime %d after mtime %d before any read", atimeOf(a0), mtimeOf(a0))
 	}
-	fh = e.mustOpen(ino, syscall.O_RDONLY)
+	fh := e.mustOpen(ino, syscall.O_RDONLY)
 	e.mustRead(ino, fh, 0, 5)
 	a1 := e.attr(ino)
 	if atimeOf(a1) <= mtimeOf(a1) || atimeOf(a1) <= ctimeOf(a1) {
@@ -75,9 +81,7 @@ func TestAtimePolicies(t *testing.T) {
 	}
 	setup := func(o fs.Options) (*env, uint64, int64) {
 		e := newEnv(t, o, fs.FormatOptions{})
-		ino, fh := e.mustCreate(1, "f")
-		e.mustWrite(ino, fh, 0, []byte("hello"))
-		e.release(ino, fh)
+		ino := helloFile(e, "f")
 		return e, ino, atimeOf(e.attr(ino))
 	}
 
@@ -132,9 +136,7 @@ func TestDirAtime(t *testing.T) {
 // TestCopyFileRangeAtime: copy_file_range reads its source.
 func TestCopyFileRangeAtime(t *testing.T) {
 	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
-	src, fh := e.mustCreate(1, "src")
-	e.mustWrite(src, fh, 0, []byte("hello"))
-	e.release(src, fh)
+	src := helloFile(e, "src")
 	before := atimeOf(e.attr(src))
 	dst, dfh := e.mustCreate(1, "dst")
 	sfh := e.mustOpen(src, syscall.O_RDONLY)
@@ -216,11 +218,9 @@ func TestAtimeLazy(t *testing.T) {
 // writes is.
 func TestAtimeHandles(t *testing.T) {
 	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
-	ino, fh := e.mustCreate(1, "f")
-	e.mustWrite(ino, fh, 0, []byte("hello"))
-	e.release(ino, fh)
+	ino := helloFile(e, "f")
 	before := atimeOf(e.attr(ino))
-	fh = e.mustOpen(ino, syscall.O_WRONLY)
+	fh := e.mustOpen(ino, syscall.O_WRONLY)
 	e.mustRead(ino, fh, 0, 5)
 	e.release(ino, fh)
 	if a := atimeOf(e.attr(ino)); a != before {
@@ -243,10 +243,8 @@ func TestAtimeHandles(t *testing.T) {
 // it); a file removed with a time pending keeps that time in its ghost.
 func TestAtimeFlusher(t *testing.T) {
 	e := newEnv(t, fs.Options{}, fs.FormatOptions{})
-	ino, fh := e.mustCreate(1, "f")
-	e.mustWrite(ino, fh, 0, []byte("hello"))
-	e.release(ino, fh)
-	fh = e.mustOpen(ino, syscall.O_RDONLY)
+	ino := helloFile(e, "f")
+	fh := e.mustOpen(ino, syscall.O_RDONLY)
 	e.mustRead(ino, fh, 0, 5)
 	read := atimeOf(e.attr(ino))
 	lsn := e.db.Metrics().Journal.LastLSN
@@ -282,9 +280,7 @@ func TestAtimeFlusher(t *testing.T) {
 
 	// With a flusher, the time reaches the engine on its own.
 	e = newEnv(t, fs.Options{FlushAge: 10 * time.Millisecond}, fs.FormatOptions{})
-	ino, fh = e.mustCreate(1, "f")
-	e.mustWrite(ino, fh, 0, []byte("hello"))
-	e.release(ino, fh)
+	ino = helloFile(e, "f")
 	fh = e.mustOpen(ino, syscall.O_RDONLY)
 	e.mustRead(ino, fh, 0, 5)
 	e.release(ino, fh)
