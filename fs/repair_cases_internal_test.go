@@ -322,13 +322,13 @@ func TestRepairNoLostFoundKeepsFiles(t *testing.T) {
 // has a second name /lost+found (recorded as a directory).
 func TestRepairCrashBetweenBatches(t *testing.T) {
 	mem := vfs.NewMem()
-	jf := &journalFault{after: rvFailAfter}
+	jf := &journalFault{after: int64(rvFailAfter)}
 	db := openUnnamedFiles(t, jf.fs(mem))
 	// The process dies after Repair's first batch reaches the journal.
-	jf.enabled = true
+	jf.enabled.Store(true)
 	ch, err := Repair(db)
-	t.Logf("repair: %d changes, err %v (journal writes seen %d)", len(ch), err, jf.writes)
-	jf.enabled = false
+	t.Logf("repair: %d changes, err %v (journal writes seen %d)", len(ch), err, jf.writes.Load())
+	jf.enabled.Store(false)
 	db.Close()
 
 	db = reopenRV(t, mem)
@@ -371,21 +371,24 @@ var rvFailAfter = 3
 
 // journalFault fails the journal's writes, once enabled, after the first
 // after of them.
+// Its fields are atomic: background flushes and compactions call the
+// injector while the test turns it on and off.
 type journalFault struct {
-	enabled       bool
-	after, writes int
+	enabled atomic.Bool
+	after   int64
+	writes  atomic.Int64
 }
 
 func (jf *journalFault) fs(mem vfs.FS) vfs.FS {
 	return vfs.NewErrorFS(mem, vfs.InjectorFunc(func(op vfs.Op) error {
-		if !jf.enabled || !isFrameWrite(op) {
+		if !jf.enabled.Load() || !isFrameWrite(op) {
 			return nil
 		}
-		jf.writes++
+		n := jf.writes.Add(1)
 		if testing.Verbose() {
-			println("journal op", jf.writes, op.String())
+			println("journal op", n, op.String())
 		}
-		if jf.writes > jf.after {
+		if n > jf.after {
 			return vfs.EIO
 		}
 		return nil
@@ -484,9 +487,9 @@ func TestRepairReportsWhatItWrote(t *testing.T) {
 	mem := vfs.NewMem()
 	jf := &journalFault{after: 2}
 	db := openUnnamedFiles(t, jf.fs(mem))
-	jf.enabled = true
+	jf.enabled.Store(true)
 	ch, err := Repair(db)
-	jf.enabled = false
+	jf.enabled.Store(false)
 	db.Close()
 	if err == nil {
 		t.Fatalf("repair succeeded with %d changes: the journal failure came too late", len(ch))
