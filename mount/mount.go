@@ -387,8 +387,27 @@ func (c *Config) FSOptions(logger *slog.Logger) fs.Options {
 	// Buffered writes of files kept open wait at most half the commit
 	// interval in their write buffer, and the flusher forces them: every
 	// write is durable within the commit interval.
-	return fs.Options{Logger: logger, ReadOnly: c.ReadOnly, WritebackCache: c.WritebackCache, FlushAge: c.CommitInterval / 2,
+	o := fs.Options{Logger: logger, ReadOnly: c.ReadOnly, WritebackCache: c.WritebackCache, FlushAge: c.CommitInterval / 2,
 		Atime: c.atimePolicy(), NoDirAtime: c.NoDirAtime}
+	if c.WritebackCache {
+		// The kernel then stamps mtime and ctime itself, from its coarse
+		// clock (a tick of 1-4 ms): lsmfs's own times come from the same
+		// clock, or a file created and written within one tick would
+		// show an mtime before its atime, and relatime would not count
+		// its first read.
+		o.Clock = coarseNow
+	}
+	return o
+}
+
+// coarseNow is the kernel's clock for file times (current_time):
+// CLOCK_REALTIME_COARSE.
+func coarseNow() time.Time {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {
+		return time.Now()
+	}
+	return time.Unix(ts.Unix())
 }
 
 // closeWhenServed closes the filesystem (flushing dirty buffers) and then the
