@@ -207,14 +207,15 @@ func (f *FS) noteAtime(ino uint64, seen *inode) bool {
 	return f.atimes.set(ino, now)
 }
 
-// ghostAtime gives n, about to be kept as ino's ghost (its record is being
-// deleted, under ino's lock), the access time a read left pending: the
-// next flusher pass finds the record gone and drops the entry, and the
-// ghost would show the older time.
-func (f *FS) ghostAtime(ino uint64, n *inode) {
+// addGhost keeps n as ino's ghost (its record is being deleted, under
+// ino's lock), with the access time a read left pending: the next flusher
+// pass finds the record gone and drops the entry, and the ghost would
+// show the older time.
+func (f *FS) addGhost(ino uint64, n inode) {
 	if t, ok := f.atimes.get(ino); ok {
 		n.Atime = t
 	}
+	f.ghosts.add(ino, n)
 }
 
 // writeAtimes writes the pending access times, each read-modify-written

@@ -426,8 +426,7 @@ func (f *FS) remove(parent uint64, name string, dir bool) error {
 	if dropped {
 		// Before the record goes: a getattr without the lock finds one
 		// or the other (a ghost is read only where the record is missing).
-		f.ghostAtime(d.Ino, &n)
-		f.ghosts.add(d.Ino, n)
+		f.addGhost(d.Ino, n)
 	}
 	if err := f.db.Apply(b, false); err != nil {
 		return err
@@ -660,8 +659,7 @@ func (f *FS) renameLocked(op uint64, oldName string, np uint64, newName string, 
 	f.locks.bumpDir(op)
 	f.locks.bumpDir(np)
 	if dropped {
-		f.ghostAtime(dst.Ino, &dn)
-		f.ghosts.add(dst.Ino, dn) // before the record goes (see remove)
+		f.addGhost(dst.Ino, dn) // before the record goes (see remove)
 	}
 	if err := f.db.Apply(b, false); err != nil {
 		return err

@@ -387,8 +387,7 @@ func (f *FS) releaseInode(oi *openInode, flags uint32) error {
 	if err := f.dropInode(b, oi.ino, &n, true); err != nil {
 		return err
 	}
-	f.ghostAtime(oi.ino, &n)
-	f.ghosts.add(oi.ino, n) // before the record goes (see remove)
+	f.addGhost(oi.ino, n) // before the record goes (see remove)
 	if err := f.db.Apply(b, false); err != nil {
 		return err
 	}

@@ -686,10 +686,11 @@ func (f *FS) readAt(ino uint64, oi *openInode, off uint64, dst []byte, rec *inod
 
 // flushOld runs until stop is closed: every FlushAge/2 it writes the
 // buffers that have been dirty for FlushAge or longer and, if it wrote any,
-// forces the journal; then the pending access times (atime.go). Writes to a file kept open (a log, a database's own
-// log) reach the disk within about 1.5 FlushAge and a force: the engine's
-// commit interval bounds only what reaches the engine, and a buffer reached
-// it only at flush, fsync, close or when full.
+// forces the journal; then the pending access times (atime.go). Writes to
+// a file kept open (a log, a database's own log) reach the disk within
+// about 1.5 FlushAge and a force: the engine's commit interval bounds only
+// what reaches the engine, and a buffer reached it only at flush, fsync,
+// close or when full.
 func (f *FS) flushOld(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(max(f.opts.FlushAge/2, time.Millisecond))
